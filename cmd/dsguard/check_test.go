@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs dsguard in-process and returns stdout, the error and the exit
+// code main would use.
+func runCLI(t *testing.T, stdin string, args ...string) (string, error, int) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	code := 0
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case err != nil:
+		code = exitUsage
+	}
+	return out.String(), err, code
+}
+
+func TestCheck_Examples(t *testing.T) {
+	out, _, code := runCLI(t, "", "check", "-f", "../../examples/")
+	if code != 1 {
+		t.Fatalf("exit code = %d, want 1 (deny findings)\n%s", code, out)
+	}
+	for _, want := range []string{
+		"node-exporter.yaml: document 1: DaemonSet monitoring/node-exporter: deny",
+		"DENY  control-plane-toleration  spec.template.spec.tolerations",
+		"node-role.kubernetes.io/control-plane:NoSchedule",
+		"node-exporter-tolerations.yaml: document 1: DaemonSet monitoring/node-exporter: pass",
+		"codartium-status-example.yaml: document 1: DaemonSet default/codartium-status-example: warn",
+		"WARN  image-pinned  spec.template.spec.containers[0].image",
+		"DENY  surge-host-port  spec.updateStrategy.rollingUpdate.maxSurge",
+		"WARN  max-unavailable  spec.updateStrategy.rollingUpdate.maxUnavailable",
+		"fix: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+}
+
+func TestCheck_JSON(t *testing.T) {
+	out, _, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit code = %d, want 1\n%s", code, out)
+	}
+	var rep struct {
+		Kind    string
+		Summary struct{ DaemonSets, Denied int }
+		Results []struct {
+			Name, Verdict string
+			Findings      []struct{ Rule, Action, Field, Message, Remediation string }
+		}
+		Errors []any
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if rep.Kind != "CheckReport" || rep.Summary.DaemonSets != 1 || rep.Summary.Denied != 1 || rep.Errors == nil {
+		t.Fatalf("unexpected report: %+v", rep)
+	}
+	f := rep.Results[0].Findings[0]
+	if f.Rule != "control-plane-toleration" || f.Action != "deny" || f.Field != "spec.template.spec.tolerations" || f.Remediation == "" {
+		t.Errorf("first finding = %+v", f)
+	}
+}
+
+func TestCheck_ExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	misspelt := write("misspelt.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  max-unavailable:\n    parameters:\n      maxPercnt: 10\n")
+	badAction := write("bad-action.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  privileged:\n    action: block\n")
+	warnAll := write("warn.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: warn\n")
+	broken := write("broken.yaml", "kind: [\n")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"compliant", []string{"check", "-f", "../../examples/node-exporter-tolerations.yaml"}, 0, "1 passed"},
+		{"warnings only", []string{"check", "-f", "../../examples/codartium-status-example.yaml"}, 0, "1 with warnings"},
+		{"deny", []string{"check", "-f", "../../examples/node-exporter.yaml"}, 1, "1 denied"},
+		{"enforcement warn turns the deny into a warning", []string{"check", "-f", "../../examples/node-exporter.yaml", "--config", warnAll}, 0, "WARN  control-plane-toleration"},
+		{"misspelt policy key", []string{"check", "-f", "../../examples/", "--config", misspelt}, 2, `line 6: unknown field "maxPercnt"`},
+		{"invalid action", []string{"check", "-f", "../../examples/", "--config", badAction}, 2, `line 5: rules.privileged.action: Unsupported value: "block"`},
+		{"unparseable manifest", []string{"check", "-f", broken}, 2, "broken.yaml: document 1: error: not valid YAML"},
+		{"missing file", []string{"check", "-f", filepath.Join(dir, "nope.yaml")}, 2, "no such file"},
+		{"no input", []string{"check"}, 2, "no input"},
+		{"bad output", []string{"check", "-f", broken, "-o", "xml"}, 2, "unknown output format"},
+		{"unknown flag", []string{"check", "--frobnicate"}, 2, "unknown flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err, code := runCLI(t, "", tt.args...)
+			if code != tt.code {
+				t.Errorf("exit code = %d, want %d\n%s%v", code, tt.code, out, err)
+			}
+			text := out
+			if err != nil {
+				text += err.Error()
+			}
+			if !strings.Contains(text, tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, text)
+			}
+		})
+	}
+}
+
+func TestCheck_Stdin(t *testing.T) {
+	data, err := os.ReadFile("../../examples/node-exporter.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runCLI(t, string(data), "check", "-f", "-")
+	if code != 1 || !strings.Contains(out, "-: document 1: DaemonSet monitoring/node-exporter: deny") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestRules_Markdown(t *testing.T) {
+	out, err, _ := runCLI(t, "", "rules", "-o", "markdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Fatal("`dsguard rules -o markdown` differs from docs/rules.md: run `make docs`")
+	}
+}

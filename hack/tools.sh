@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Builds the binaries that the end-to-end tests and the demo need: kube-apiserver,
+# kube-controller-manager and kubectl (k8s.io/kubernetes), etcd (the version that
+# Kubernetes release pins) and helm. Everything comes from the Go module proxy;
+# nothing is downloaded from anywhere else.
+#
+# Binaries are cached per user, keyed by version:
+#   ${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools/k8s-<ver>/{kube-apiserver,...}
+# A stamp file per binary marks a finished build, so a later run (CI on the same
+# machine included) only checks stamps. A lock keeps two concurrent runs from
+# building the same thing twice.
+#
+# Usage: hack/tools.sh [--print-dir]
+#   --print-dir  print the directory holding the binaries (building first if needed)
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+# Kubernetes pins etcd in build/dependencies.yaml of its module; read from there
+# when the module is present, this default is what v1.37.2 pins.
+ETCD_VERSION="${ETCD_VERSION:-}"
+
+CACHE_ROOT="${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools"
+BIN_DIR="$CACHE_ROOT/k8s-${K8S_VERSION}"
+export CGO_ENABLED=0
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+print_dir=false
+[[ "${1:-}" == "--print-dir" ]] && print_dir=true
+
+mkdir -p "$BIN_DIR"
+
+all_stamped() {
+  local b
+  for b in kube-apiserver kube-controller-manager kubectl etcd helm; do
+    [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
+  done
+}
+
+if all_stamped; then
+  log "all binaries cached in $BIN_DIR"
+  $print_dir && echo "$BIN_DIR"
+  exit 0
+fi
+
+# One builder at a time; a second run waits, then finds the stamps.
+exec 9>"$CACHE_ROOT/.lock"
+log "waiting for the build lock $CACHE_ROOT/.lock"
+flock 9
+
+total_start=$SECONDS
+work="$(mktemp -d "${TMPDIR:-/tmp}/dsguard-tools.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+k8s_gomod() {
+  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p'
+}
+k8s_dir() {
+  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+# Kubernetes' go.mod replaces every staging module with ./staging/src/...; a
+# wrapper module must replace them with the published v0.x.y of the same release.
+build_kubernetes() {
+  local wanted=() b
+  for b in kube-apiserver kube-controller-manager kubectl; do
+    [[ -f "$BIN_DIR/.stamp-$b" ]] || wanted+=("$b")
+  done
+  ((${#wanted[@]})) || return 0
+  local start=$SECONDS dir="$work/kubernetes" gomod staging_ver
+  mkdir -p "$dir"
+  gomod="$(k8s_gomod)"
+  staging_ver="v0.${K8S_VERSION#v1.}"
+  {
+    echo "module dsguard.local/k8s-tools"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
+    echo
+    echo "require k8s.io/kubernetes ${K8S_VERSION}"
+    echo
+    grep -E '^[[:space:]]*k8s.io/[^ ]+ => ./staging/' "$gomod" |
+      awk -v v="$staging_ver" '{print "replace " $1 " => " $1 " " v}'
+  } >"$dir/go.mod"
+  log "kubernetes ${K8S_VERSION}: resolving modules ($(grep -c '^replace' "$dir/go.mod") staging replaces)"
+  local pkgs=() maj min date
+  for b in "${wanted[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  (cd "$dir" && go get "${pkgs[@]/%/@${K8S_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${pkgs[@]}"))
+  maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
+  min="${K8S_VERSION#v*.}"; min="${min%%.*}"
+  date="1970-01-01T00:00:00Z"
+  local ld=""
+  for p in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${maj} -X $p.gitMinor=${min}"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=${date}"
+  done
+  log "kubernetes ${K8S_VERSION}: building ${wanted[*]}"
+  (cd "$dir" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "-s -w $ld" -o "$work/kbin/" "${pkgs[@]}")
+  for b in "${wanted[@]}"; do
+    mv -f "$work/kbin/$b" "$BIN_DIR/$b"
+    touch "$BIN_DIR/.stamp-$b"
+  done
+  log "kubernetes ${K8S_VERSION}: built ${wanted[*]} in $((SECONDS - start))s"
+}
+
+build_etcd() {
+  [[ -f "$BIN_DIR/.stamp-etcd" ]] && return 0
+  local start=$SECONDS dir="$work/etcd" ver="$ETCD_VERSION"
+  if [[ -z "$ver" ]]; then
+    ver="$(awk '/^[[:space:]]*- name: "etcd"/{f=1} f && /version:/{print $2; exit}' "$(k8s_dir)/build/dependencies.yaml")"
+    [[ "$ver" == v* ]] || ver="v$ver"
+  fi
+  mkdir -p "$dir"
+  printf 'module dsguard.local/etcd-tools\n\ngo 1.26\n' >"$dir/go.mod"
+  log "etcd ${ver}: resolving modules"
+  (cd "$dir" && go get "go.etcd.io/etcd/server/v3@${ver}" >/dev/null)
+  log "etcd ${ver}: building"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3)
+  echo "$ver" >"$BIN_DIR/.stamp-etcd"
+  log "etcd ${ver}: built in $((SECONDS - start))s"
+}
+
+build_helm() {
+  [[ -f "$BIN_DIR/.stamp-helm" ]] && return 0
+  local start=$SECONDS dir="$work/helm" maj min
+  maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
+  min="${K8S_VERSION#v*.}"; min="${min%%.*}"
+  mkdir -p "$dir"
+  printf 'module dsguard.local/helm-tools\n\ngo 1.26\n' >"$dir/go.mod"
+  log "helm ${HELM_VERSION}: resolving modules"
+  (cd "$dir" && go get "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" >/dev/null 2>&1)
+  local ld="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
+  ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld+=" -X $p.k8sVersionMajor=${maj} -X $p.k8sVersionMinor=${min}"
+  done
+  log "helm ${HELM_VERSION}: building"
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm" helm.sh/helm/v3/cmd/helm)
+  touch "$BIN_DIR/.stamp-helm"
+  log "helm ${HELM_VERSION}: built in $((SECONDS - start))s"
+}
+
+# The three builds are independent; run them side by side and fail if any fails.
+pids=()
+build_kubernetes & pids+=($!)
+build_etcd & pids+=($!)
+build_helm & pids+=($!)
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+((rc == 0)) || { log "a build failed"; exit 1; }
+all_stamped || { log "binaries missing after build"; exit 1; }
+log "all binaries built in $((SECONDS - total_start))s into $BIN_DIR"
+$print_dir && echo "$BIN_DIR"
+exit 0

@@ -1,0 +1,347 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The policy document's type.
+const (
+	ConfigAPIVersion = "dsguard.io/v1alpha1"
+	ConfigKind       = "PolicyConfig"
+)
+
+// Config is the policy document as written. yaml.v3 ignores json tags and
+// Kubernetes' own decoders, so every field carries a yaml tag and plain types;
+// Compile converts to Kubernetes types after validation.
+type Config struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	// Enforcement caps every action policy-wide: enforce | warn | audit.
+	Enforcement Enforcement `yaml:"enforcement"`
+	// NamespaceEnforcement caps actions in matching namespaces; the first entry
+	// whose globs match wins.
+	NamespaceEnforcement []NamespaceEnforcementConfig `yaml:"namespaceEnforcement"`
+	// Ratcheting turns a deny into a warning on UPDATE when the same rule and
+	// field were already violated by the old object.
+	Ratcheting *bool `yaml:"ratcheting"`
+	// Bypass names users and groups whose requests are admitted unchecked
+	// (break-glass). Each bypass is logged and counted.
+	Bypass BypassConfig `yaml:"bypass"`
+	// Rules configures each rule by ID.
+	Rules RulesConfig `yaml:"rules"`
+}
+
+// NamespaceEnforcementConfig caps actions in the namespaces matching Namespaces.
+type NamespaceEnforcementConfig struct {
+	Namespaces  []string    `yaml:"namespaces"`
+	Enforcement Enforcement `yaml:"enforcement"`
+}
+
+// BypassConfig lists the break-glass identities.
+type BypassConfig struct {
+	Users  []string `yaml:"users"`
+	Groups []string `yaml:"groups"`
+}
+
+// RuleConfig is the per-rule part of the policy, with the rule's own typed
+// parameters.
+type RuleConfig[P any] struct {
+	Action Action      `yaml:"action"`
+	Scope  ScopeConfig `yaml:"scope"`
+	// AllowExemptions, when false, makes dsguard ignore exemption annotations
+	// for this rule (and report them).
+	AllowExemptions *bool `yaml:"allowExemptions"`
+	Parameters      P     `yaml:"parameters"`
+}
+
+// ScopeConfig limits where a rule applies.
+type ScopeConfig struct {
+	Namespaces NamespaceScopeConfig `yaml:"namespaces"`
+	Selector   *LabelSelectorConfig `yaml:"selector"`
+}
+
+// NamespaceScopeConfig holds namespace globs (path.Match syntax). An empty
+// include list means every namespace.
+type NamespaceScopeConfig struct {
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// LabelSelectorConfig mirrors metav1.LabelSelector with yaml tags.
+type LabelSelectorConfig struct {
+	MatchLabels      map[string]string                `yaml:"matchLabels"`
+	MatchExpressions []LabelSelectorRequirementConfig `yaml:"matchExpressions"`
+}
+
+// LabelSelectorRequirementConfig mirrors metav1.LabelSelectorRequirement.
+type LabelSelectorRequirementConfig struct {
+	Key      string   `yaml:"key"`
+	Operator string   `yaml:"operator"`
+	Values   []string `yaml:"values"`
+}
+
+// NoParams is the parameter type of rules without parameters; any key under
+// "parameters" is then an error.
+type NoParams struct{}
+
+// RulesConfig has one field per rule. The yaml tag is the rule ID; a test
+// keeps these fields and the registry in step.
+type RulesConfig struct {
+	ControlPlaneToleration RuleConfig[ControlPlaneTolerationParams] `yaml:"control-plane-toleration"`
+	SurgeHostPort          RuleConfig[NoParams]                     `yaml:"surge-host-port"`
+	MaxUnavailable         RuleConfig[MaxUnavailableParams]         `yaml:"max-unavailable"`
+	ReadinessProbe         RuleConfig[NoParams]                     `yaml:"readiness-probe"`
+	HostPathReadOnly       RuleConfig[HostPathReadOnlyParams]       `yaml:"host-path-read-only"`
+	Privileged             RuleConfig[NoParams]                     `yaml:"privileged"`
+	ImagePinned            RuleConfig[ImagePinnedParams]            `yaml:"image-pinned"`
+	UpdateStrategy         RuleConfig[NoParams]                     `yaml:"update-strategy"`
+	InvalidAnnotation      RuleConfig[NoParams]                     `yaml:"invalid-annotation"`
+}
+
+// ruleConfig is what the compiler needs from any RuleConfig[P].
+type ruleConfig interface {
+	common() (Action, *ScopeConfig, *bool)
+	params() any
+	setAction(Action)
+}
+
+func (c *RuleConfig[P]) common() (Action, *ScopeConfig, *bool) {
+	return c.Action, &c.Scope, c.AllowExemptions
+}
+func (c *RuleConfig[P]) params() any        { return &c.Parameters }
+func (c *RuleConfig[P]) setAction(a Action) { c.Action = a }
+
+// entries pairs each rule ID with its config field.
+func (rc *RulesConfig) entries() []ruleEntry {
+	return []ruleEntry{
+		{controlPlaneTolerationID, &rc.ControlPlaneToleration},
+		{surgeHostPortID, &rc.SurgeHostPort},
+		{maxUnavailableID, &rc.MaxUnavailable},
+		{readinessProbeID, &rc.ReadinessProbe},
+		{hostPathReadOnlyID, &rc.HostPathReadOnly},
+		{privilegedID, &rc.Privileged},
+		{imagePinnedID, &rc.ImagePinned},
+		{updateStrategyID, &rc.UpdateStrategy},
+		{invalidAnnotationID, &rc.InvalidAnnotation},
+	}
+}
+
+type ruleEntry struct {
+	id  string
+	cfg ruleConfig
+}
+
+// DefaultConfig returns the built-in policy: what dsguard enforces with no
+// configuration at all, and what every absent key in a document falls back to.
+func DefaultConfig() *Config {
+	yes := true
+	c := &Config{
+		APIVersion:  ConfigAPIVersion,
+		Kind:        ConfigKind,
+		Enforcement: EnforcementEnforce,
+		// kube-system holds the CNI, kube-proxy and CSI node plugins: a policy
+		// mistake must never block their upgrades, so deny becomes warn there.
+		NamespaceEnforcement: []NamespaceEnforcementConfig{
+			{Namespaces: []string{"kube-system"}, Enforcement: EnforcementWarn},
+		},
+		Ratcheting: &yes,
+	}
+	c.Rules.ControlPlaneToleration.Parameters = defaultControlPlaneTolerationParams()
+	c.Rules.MaxUnavailable.Parameters = defaultMaxUnavailableParams()
+	for _, e := range c.Rules.entries() {
+		r, _ := builtinRules.Get(e.id)
+		e.cfg.setAction(r.DefaultAction)
+	}
+	return c
+}
+
+// ConfigError reports everything wrong with a policy document at once.
+type ConfigError struct {
+	// Problems are one line each, prefixed with the document line when known.
+	Problems []ConfigProblem
+}
+
+// ConfigProblem is one thing wrong with a policy document.
+type ConfigProblem struct {
+	Line    int    // 0 when unknown
+	Field   string // field path, "" when unknown
+	Message string
+}
+
+func (p ConfigProblem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Field != "" {
+		b.WriteString(p.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+func (e *ConfigError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return "invalid policy: " + strings.Join(lines, "; ")
+}
+
+// ParseConfig decodes a policy document strictly (an unknown or misspelt key
+// is an error with its line) over the built-in defaults, then validates it,
+// collecting every problem with its field path and line.
+func ParseConfig(data []byte) (*Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &ConfigError{Problems: []ConfigProblem{{Message: "the policy document is empty"}}}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &ConfigError{Problems: yamlProblems(err)}
+	}
+	// Only comments, a bare "---" or "null": as empty as no bytes at all (a
+	// template that rendered nothing), and not a request for the defaults.
+	if isEmptyDocument(&root) {
+		return nil, &ConfigError{Problems: []ConfigProblem{{Message: "the policy document is empty"}}}
+	}
+	cfg := DefaultConfig()
+	// Everything else falls back to the defaults, but the document must say
+	// what it is: apiVersion and kind are required, not defaulted.
+	cfg.APIVersion, cfg.Kind = "", ""
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		return nil, &ConfigError{Problems: yamlProblems(err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, &ConfigError{Problems: []ConfigProblem{{Line: extra.Line,
+			Message: "more than one YAML document: a policy is exactly one PolicyConfig"}}}
+	}
+	if errs := ValidateConfig(cfg); len(errs) > 0 {
+		problems := make([]ConfigProblem, 0, len(errs))
+		for _, e := range errs {
+			problems = append(problems, ConfigProblem{
+				Line:    lineOf(&root, e.Field),
+				Field:   e.Field,
+				Message: e.ErrorBody(),
+			})
+		}
+		return nil, &ConfigError{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// isEmptyDocument reports whether a parsed document holds no value.
+func isEmptyDocument(root *yaml.Node) bool {
+	n := root
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return true
+		}
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// yaml.v3 names Go types in its messages ("field x not found in type
+// policy.MaxUnavailableParams"); the person fixing a ConfigMap needs the key.
+var (
+	yamlLinePrefix   = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	yamlUnknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	yamlGoType       = regexp.MustCompile(` into (?:\[\])?(?:\*)?(?:map\[string\])?[a-z0-9]+\.[A-Za-z0-9\[\]\.]+`)
+)
+
+func yamlProblems(err error) []ConfigProblem {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{err.Error()}
+	}
+	out := make([]ConfigProblem, 0, len(msgs))
+	for _, m := range msgs {
+		p := ConfigProblem{Message: strings.TrimPrefix(strings.TrimSpace(m), "yaml: ")}
+		if g := yamlLinePrefix.FindStringSubmatch(p.Message); g != nil {
+			p.Line, _ = strconv.Atoi(g[1])
+			p.Message = g[2]
+		}
+		if g := yamlUnknownField.FindStringSubmatch(p.Message); g != nil {
+			p.Message = fmt.Sprintf("unknown field %q", g[1])
+		}
+		p.Message = yamlGoType.ReplaceAllString(p.Message, " into the expected type")
+		out = append(out, p)
+	}
+	return out
+}
+
+// lineOf finds the line of a field path ("rules.max-unavailable.action",
+// "x.y[2]", "m[key.with.dots]") in a decoded document, or 0.
+func lineOf(root *yaml.Node, path string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, step := range splitFieldPath(path) {
+		next := childNode(n, step)
+		if next == nil {
+			return line
+		}
+		n = next
+		line = n.Line
+	}
+	return line
+}
+
+func childNode(n *yaml.Node, step string) *yaml.Node {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == step {
+				return n.Content[i+1]
+			}
+		}
+	case yaml.SequenceNode:
+		if i, err := strconv.Atoi(step); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+// splitFieldPath splits a field.Path string into its steps.
+func splitFieldPath(p string) []string {
+	var steps []string
+	for len(p) > 0 {
+		switch p[0] {
+		case '.':
+			p = p[1:]
+		case '[':
+			end := strings.IndexByte(p, ']')
+			if end < 0 {
+				return append(steps, p[1:])
+			}
+			steps = append(steps, p[1:end])
+			p = p[end+1:]
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			steps = append(steps, p[:end])
+			p = p[end:]
+		}
+	}
+	return steps
+}

@@ -1,0 +1,183 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const daemonSetYAML = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+  namespace: monitoring
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+        - name: agent
+          image: example/agent:v1
+`
+
+func decodeString(t *testing.T, input string) *Set {
+	t.Helper()
+	var s Set
+	s.Decode("input.yaml", strings.NewReader(input))
+	return &s
+}
+
+func TestSet_Decode(t *testing.T) {
+	tests := []struct {
+		name       string
+		input      string
+		daemonSets []string // names, in order
+		nodes      int
+		skipped    map[string]int
+		errors     []string // substrings, one per expected error, in order
+	}{
+		{name: "one DaemonSet", input: daemonSetYAML, daemonSets: []string{"agent"}},
+		{
+			name:       "multi-document with other kinds and an empty document",
+			input:      "# only a comment\n---\n" + daemonSetYAML + "---\napiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n",
+			daemonSets: []string{"agent"},
+			skipped:    map[string]int{"v1/Service": 1},
+		},
+		{
+			name:       "JSON",
+			input:      `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i:1"}]}}}}`,
+			daemonSets: []string{"j"},
+		},
+		{
+			name: "List with DaemonSets and Nodes",
+			input: "apiVersion: v1\nkind: List\nitems:\n" +
+				"- {apiVersion: apps/v1, kind: DaemonSet, metadata: {name: a}}\n" +
+				"- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n" +
+				"- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n",
+			daemonSets: []string{"a"}, nodes: 1, skipped: map[string]int{"v1/ConfigMap": 1},
+		},
+		{
+			name:   "removed apiVersion apps/v1beta2",
+			input:  strings.Replace(daemonSetYAML, "apps/v1", "apps/v1beta2", 1),
+			errors: []string{"input.yaml: document 1: DaemonSet apiVersion apps/v1beta2 was removed in Kubernetes 1.16"},
+		},
+		{
+			name:   "removed apiVersion extensions/v1beta1",
+			input:  strings.Replace(daemonSetYAML, "apps/v1", "extensions/v1beta1", 1),
+			errors: []string{"extensions/v1beta1 was removed"},
+		},
+		{
+			name:       "unparseable YAML names the document",
+			input:      daemonSetYAML + "---\nkind: [unclosed\n",
+			errors:     []string{"input.yaml: document 2: not valid YAML"},
+			daemonSets: []string{"agent"},
+		},
+		{
+			name:   "misspelt field is an error, like kubectl's strict validation",
+			input:  strings.Replace(daemonSetYAML, "containers:", "containres:", 1),
+			errors: []string{`unknown field "spec.template.spec.containres"`},
+		},
+		{name: "scalar document", input: "just a string\n", errors: []string{"not a Kubernetes object"}},
+		{name: "missing kind", input: "apiVersion: v1\nmetadata: {name: x}\n", errors: []string{"apiVersion and kind are required"}},
+		{name: "kind not a string", input: "apiVersion: v1\nkind: [a]\n", errors: []string{"must be strings"}},
+		{
+			name:   "List nested too deep",
+			input:  "{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: List, items: []}]}]}]}]}",
+			errors: []string{"nested more than 4 deep"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := decodeString(t, tt.input)
+			var names []string
+			for _, d := range s.DaemonSets {
+				names = append(names, d.DaemonSet.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tt.daemonSets, ",") {
+				t.Errorf("DaemonSets = %v, want %v", names, tt.daemonSets)
+			}
+			if len(s.Nodes) != tt.nodes {
+				t.Errorf("Nodes = %d, want %d", len(s.Nodes), tt.nodes)
+			}
+			if len(s.Skipped) != len(tt.skipped) {
+				t.Errorf("Skipped = %v, want %v", s.Skipped, tt.skipped)
+			}
+			for k, v := range tt.skipped {
+				if s.Skipped[k] != v {
+					t.Errorf("Skipped[%s] = %d, want %d", k, s.Skipped[k], v)
+				}
+			}
+			if len(s.Errors) != len(tt.errors) {
+				t.Fatalf("errors = %v, want %d matching %q", s.Errors, len(tt.errors), tt.errors)
+			}
+			for i, want := range tt.errors {
+				if !strings.Contains(s.Errors[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to contain %q", i, s.Errors[i].Error(), want)
+				}
+			}
+		})
+	}
+}
+
+func TestSet_Decode_ListItemLocation(t *testing.T) {
+	s := decodeString(t, "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: apps/v1beta2, kind: DaemonSet}\n")
+	if len(s.Errors) != 1 || s.Errors[0].Location != (Location{File: "input.yaml", Document: 1, Item: 2}) {
+		t.Fatalf("errors = %v, want one at document 1 item 2", s.Errors)
+	}
+	if got := s.Errors[0].Location.String(); got != "input.yaml: document 1, item 2" {
+		t.Errorf("Location.String() = %q", got)
+	}
+}
+
+func TestSet_Load(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, content string) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", daemonSetYAML)
+	write("nested/b.yml", strings.Replace(daemonSetYAML, "name: agent", "name: b", 1))
+	write("nested/c.json", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}`)
+	write("notes.txt", "not a manifest: skipped when walking")
+	write(".git/d.yaml", strings.Replace(daemonSetYAML, "name: agent", "name: hidden", 1))
+
+	var s Set
+	if err := s.Load([]string{dir, "-"}, strings.NewReader(strings.Replace(daemonSetYAML, "name: agent", "name: stdin", 1))); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range s.DaemonSets {
+		names = append(names, d.DaemonSet.Name)
+	}
+	if got := strings.Join(names, ","); got != "agent,b,stdin" {
+		t.Errorf("DaemonSets = %s, want agent,b,stdin", got)
+	}
+	if s.Files != 4 || s.SkippedTotal() != 1 {
+		t.Errorf("Files = %d, skipped = %d; want 4 and 1", s.Files, s.SkippedTotal())
+	}
+	if s.DaemonSets[2].Location.File != "-" {
+		t.Errorf("stdin location = %q, want -", s.DaemonSets[2].Location.File)
+	}
+
+	// A file named explicitly is read whatever its extension.
+	var one Set
+	if err := one.Load([]string{filepath.Join(dir, "notes.txt")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Errors) != 1 {
+		t.Errorf("explicit notes.txt: errors = %v, want one", one.Errors)
+	}
+
+	if err := new(Set).Load([]string{filepath.Join(dir, "missing.yaml")}, nil); err == nil {
+		t.Error("missing path: want an error")
+	}
+}

@@ -1,0 +1,38 @@
+package manifest
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes to the decoder: it must never panic, and
+// every document must end up as exactly one of DaemonSet, Node, skipped,
+// empty or error.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		daemonSetYAML,
+		"---\n---\n",
+		"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: apps/v1, kind: DaemonSet}\n",
+		`{"apiVersion":"apps/v1","kind":"DaemonSet","spec":{"updateStrategy":{"rollingUpdate":{"maxSurge":"10%"}}}}`,
+		"apiVersion: apps/v1beta2\nkind: DaemonSet\n",
+		"kind: [\n",
+		"- a\n- b\n",
+		"apiVersion: apps/v1\nkind: DaemonSet\nspec: {template: {spec: {containers: 5}}}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var s Set
+		s.Decode("fuzz.yaml", bytes.NewReader(data))
+		for _, d := range s.DaemonSets {
+			if d.DaemonSet == nil {
+				t.Fatal("nil DaemonSet decoded")
+			}
+		}
+		for _, e := range s.Errors {
+			if e.Error() == "" {
+				t.Fatal("empty error message")
+			}
+		}
+	})
+}

@@ -1,0 +1,39 @@
+package policy
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Field paths are immutable linked lists, so shared parents are safe.
+var (
+	specPath           = field.NewPath("spec")
+	updateStrategyPath = specPath.Child("updateStrategy")
+	rollingUpdatePath  = updateStrategyPath.Child("rollingUpdate")
+	podSpecPath        = specPath.Child("template", "spec")
+	tolerationsPath    = podSpecPath.Child("tolerations")
+)
+
+// containerList names one of the pod spec's container lists.
+type containerList struct {
+	name       string
+	containers func(*corev1.PodSpec) []corev1.Container
+}
+
+// containerLists are the lists whose containers run on the node. Ephemeral
+// containers cannot appear in a template.
+var containerLists = [...]containerList{
+	{"initContainers", func(s *corev1.PodSpec) []corev1.Container { return s.InitContainers }},
+	{"containers", func(s *corev1.PodSpec) []corev1.Container { return s.Containers }},
+}
+
+func (l containerList) path(i int) *field.Path { return podSpecPath.Child(l.name).Index(i) }
+
+// isRollingUpdate treats an unset strategy type as RollingUpdate, the apps/v1
+// default, so that manifests checked offline (not yet defaulted by the API
+// server) are judged like the object the server will store.
+func isRollingUpdate(ds *appsv1.DaemonSet) bool {
+	t := ds.Spec.UpdateStrategy.Type
+	return t == "" || t == appsv1.RollingUpdateDaemonSetStrategyType
+}

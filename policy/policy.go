@@ -1,0 +1,180 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Policy is a validated, compiled policy, ready to evaluate DaemonSets. It is
+// immutable once built, so one value can serve concurrent requests and be
+// swapped atomically on reload.
+type Policy struct {
+	enforcement          Enforcement
+	namespaceEnforcement []namespaceEnforcement
+	ratcheting           bool
+	bypassUsers          []string
+	bypassGroups         []string
+	rules                []ruleSettings
+	byID                 map[string]*ruleSettings
+}
+
+type namespaceEnforcement struct {
+	globs   []string
+	ceiling Action
+}
+
+type ruleSettings struct {
+	rule            *Rule
+	action          Action
+	scope           scope
+	allowExemptions bool
+	exemptKey       string
+	params          any
+}
+
+type scope struct {
+	include, exclude []string
+	selector         labels.Selector // nil: every DaemonSet
+}
+
+func (s *scope) matches(namespace string, dsLabels map[string]string) bool {
+	if len(s.include) > 0 && !matchAnyGlob(s.include, namespace) {
+		return false
+	}
+	if matchAnyGlob(s.exclude, namespace) {
+		return false
+	}
+	return s.selector == nil || s.selector.Matches(labels.Set(dsLabels))
+}
+
+func matchAnyGlob(globs []string, s string) bool {
+	for _, g := range globs {
+		// Globs were validated at compile time, so an error cannot occur here.
+		if ok, _ := path.Match(g, s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Default returns the compiled built-in policy.
+func Default() *Policy {
+	p, err := Compile(DefaultConfig())
+	if err != nil {
+		panic(fmt.Sprintf("built-in policy does not compile: %v", err))
+	}
+	return p
+}
+
+// Parse decodes, validates and compiles a policy document.
+func Parse(data []byte) (*Policy, error) {
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(cfg)
+}
+
+// Compile validates a Config and turns it into a Policy. The Policy keeps
+// references into c, so c must not be changed afterwards.
+func Compile(c *Config) (*Policy, error) {
+	if errs := ValidateConfig(c); len(errs) > 0 {
+		problems := make([]ConfigProblem, len(errs))
+		for i, e := range errs {
+			problems[i] = ConfigProblem{Field: e.Field, Message: e.ErrorBody()}
+		}
+		return nil, &ConfigError{Problems: problems}
+	}
+	p := &Policy{
+		enforcement:  c.Enforcement,
+		ratcheting:   *c.Ratcheting,
+		bypassUsers:  append([]string(nil), c.Bypass.Users...),
+		bypassGroups: append([]string(nil), c.Bypass.Groups...),
+		byID:         map[string]*ruleSettings{},
+	}
+	for _, ne := range c.NamespaceEnforcement {
+		p.namespaceEnforcement = append(p.namespaceEnforcement, namespaceEnforcement{
+			globs: append([]string(nil), ne.Namespaces...), ceiling: ne.Enforcement.ceiling(),
+		})
+	}
+	entries := c.Rules.entries()
+	p.rules = make([]ruleSettings, 0, len(entries))
+	for _, e := range entries {
+		rule, ok := builtinRules.Get(e.id)
+		if !ok {
+			return nil, fmt.Errorf("config field for unknown rule %q", e.id)
+		}
+		action, sc, allow := e.cfg.common()
+		rs := ruleSettings{
+			rule:            rule,
+			action:          action,
+			allowExemptions: rule.Exemptible && (allow == nil || *allow),
+			exemptKey:       ExemptionAnnotationPrefix + rule.ID,
+			params:          e.cfg.params(),
+			scope: scope{
+				include: append([]string(nil), sc.Namespaces.Include...),
+				exclude: append([]string(nil), sc.Namespaces.Exclude...),
+			},
+		}
+		if sc.Selector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(sc.Selector.toLabelSelector())
+			if err != nil {
+				return nil, fmt.Errorf("rules.%s.scope.selector: %w", rule.ID, err)
+			}
+			rs.scope.selector = sel
+		}
+		p.rules = append(p.rules, rs)
+	}
+	for i := range p.rules {
+		p.byID[p.rules[i].rule.ID] = &p.rules[i]
+	}
+	return p, nil
+}
+
+// Ratcheting reports whether UPDATEs soften denies that the old object
+// already had.
+func (p *Policy) Ratcheting() bool { return p.ratcheting }
+
+// Enforcement returns the policy-wide enforcement level.
+func (p *Policy) Enforcement() Enforcement { return p.enforcement }
+
+// Bypassed reports whether a user (or one of its groups) is on the
+// break-glass list.
+func (p *Policy) Bypassed(user string, groups []string) bool {
+	for _, u := range p.bypassUsers {
+		if u == user {
+			return true
+		}
+	}
+	for _, g := range groups {
+		for _, b := range p.bypassGroups {
+			if g == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// RuleAction returns the configured action of a rule.
+func (p *Policy) RuleAction(id string) (Action, bool) {
+	rs, ok := p.byID[id]
+	if !ok {
+		return "", false
+	}
+	return rs.action, true
+}
+
+// ceilingFor is the strongest action allowed in a namespace.
+func (p *Policy) ceilingFor(namespace string) Action {
+	c := p.enforcement.ceiling()
+	for _, ne := range p.namespaceEnforcement {
+		if matchAnyGlob(ne.globs, namespace) {
+			return c.Weaker(ne.ceiling)
+		}
+	}
+	return c
+}

@@ -1,0 +1,72 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// The JSON report's type; bump the version on any incompatible change.
+const (
+	JSONAPIVersion = "dsguard.io/v1alpha1"
+	JSONKind       = "CheckReport"
+)
+
+type jsonReport struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Summary    Summary        `json:"summary"`
+	Results    []jsonResult   `json:"results"`
+	Skipped    map[string]int `json:"skipped"`
+	Errors     []jsonError    `json:"errors"`
+	Notes      []string       `json:"notes"`
+}
+
+type jsonResult struct {
+	File      string           `json:"file"`
+	Document  int              `json:"document"`
+	Item      int              `json:"item,omitempty"`
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	Verdict   Verdict          `json:"verdict"`
+	Findings  []policy.Finding `json:"findings"`
+}
+
+type jsonError struct {
+	File     string `json:"file"`
+	Document int    `json:"document"`
+	Item     int    `json:"item,omitempty"`
+	Error    string `json:"error"`
+}
+
+// WriteJSON renders the report as one JSON object with a stable shape:
+// lists are never null, and every finding (audit level included) is listed.
+func WriteJSON(w io.Writer, r *Report) error {
+	out := jsonReport{
+		APIVersion: JSONAPIVersion, Kind: JSONKind, Summary: r.Summary(),
+		Results: []jsonResult{}, Skipped: map[string]int{}, Errors: []jsonError{}, Notes: []string{},
+	}
+	for i := range r.Results {
+		res := &r.Results[i]
+		findings := res.Findings
+		if findings == nil {
+			findings = []policy.Finding{}
+		}
+		out.Results = append(out.Results, jsonResult{
+			File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item,
+			Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings,
+		})
+	}
+	for k, v := range r.Skipped {
+		out.Skipped[k] = v
+	}
+	for _, e := range r.Errors {
+		out.Errors = append(out.Errors, jsonError{File: e.Location.File, Document: e.Location.Document,
+			Item: e.Location.Item, Error: e.Err.Error()})
+	}
+	out.Notes = append(out.Notes, r.Notes...)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

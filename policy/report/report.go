@@ -1,0 +1,130 @@
+// Package report evaluates decoded manifests and renders the verdicts of
+// `dsguard check` for people (text) and machines (JSON).
+package report
+
+import (
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/manifest"
+)
+
+// Verdict summarises one DaemonSet.
+type Verdict string
+
+// The verdicts, by the strongest visible finding.
+const (
+	VerdictDeny Verdict = "deny"
+	VerdictWarn Verdict = "warn"
+	VerdictPass Verdict = "pass"
+)
+
+// Result is the evaluation of one DaemonSet.
+type Result struct {
+	Location  manifest.Location
+	Namespace string
+	Name      string
+	Findings  []policy.Finding
+}
+
+// Verdict returns deny when any finding denies, warn when any warns, else pass.
+func (r *Result) Verdict() Verdict {
+	switch {
+	case policy.Count(r.Findings, policy.ActionDeny) > 0:
+		return VerdictDeny
+	case policy.Count(r.Findings, policy.ActionWarn) > 0:
+		return VerdictWarn
+	}
+	return VerdictPass
+}
+
+// Report is the outcome of checking a set of manifests.
+type Report struct {
+	Results []Result
+	Errors  []*manifest.Error
+	Files   int
+	Skipped map[string]int
+	// Notes are things the reader must know about what was not checked.
+	Notes []string
+}
+
+// Check evaluates every DaemonSet of the set. DaemonSets without a namespace
+// are judged as if applied to defaultNamespace, as kubectl would.
+func Check(set *manifest.Set, env policy.Env, defaultNamespace string) *Report {
+	r := &Report{Errors: set.Errors, Files: set.Files, Skipped: set.Skipped}
+	for _, d := range set.DaemonSets {
+		ds := d.DaemonSet
+		if ds.Namespace == "" {
+			ds.Namespace = defaultNamespace
+		}
+		r.Results = append(r.Results, Result{
+			Location:  d.Location,
+			Namespace: ds.Namespace,
+			Name:      ds.Name,
+			Findings:  policy.Evaluate(ds, env),
+		})
+	}
+	if env.Nodes == nil && needsNodes() {
+		r.Notes = append(r.Notes, "node-dependent rules were skipped: pass --nodes (kubectl get nodes -o yaml) to judge coverage")
+	}
+	return r
+}
+
+// Exit codes of `dsguard check`.
+const (
+	ExitOK      = 0
+	ExitDenied  = 1
+	ExitInvalid = 2
+)
+
+// ExitCode is 2 when some document could not be read (the verdict is then
+// incomplete), 1 when any DaemonSet is denied, else 0.
+func (r *Report) ExitCode() int {
+	if len(r.Errors) > 0 {
+		return ExitInvalid
+	}
+	for i := range r.Results {
+		if r.Results[i].Verdict() == VerdictDeny {
+			return ExitDenied
+		}
+	}
+	return ExitOK
+}
+
+// Summary counts the outcome.
+type Summary struct {
+	Files      int `json:"files"`
+	DaemonSets int `json:"daemonSets"`
+	Denied     int `json:"denied"`
+	Warned     int `json:"warned"`
+	Passed     int `json:"passed"`
+	Skipped    int `json:"skippedObjects"`
+	Errors     int `json:"errors"`
+}
+
+// Summary returns the counts of the report.
+func (r *Report) Summary() Summary {
+	s := Summary{Files: r.Files, DaemonSets: len(r.Results), Errors: len(r.Errors)}
+	for _, n := range r.Skipped {
+		s.Skipped += n
+	}
+	for i := range r.Results {
+		switch r.Results[i].Verdict() {
+		case VerdictDeny:
+			s.Denied++
+		case VerdictWarn:
+			s.Warned++
+		default:
+			s.Passed++
+		}
+	}
+	return s
+}
+
+// needsNodes reports whether any rule of the catalogue needs the node set.
+func needsNodes() bool {
+	for _, rule := range policy.Rules().Rules() {
+		if rule.NeedsNodes {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// Rule is one coverage check, declared once with everything a user needs to
+// understand and fix what it reports.
+type Rule struct {
+	// ID is stable and kebab-case; it names the rule in the policy, in
+	// exemption annotations, in warnings and in metrics.
+	ID string
+	// Title is a short summary.
+	Title string
+	// Why explains what goes wrong for coverage when the rule is violated.
+	Why string
+	// Remediation is the general fix; findings may carry a more specific one.
+	Remediation string
+	// DefaultAction is the action when the policy does not set one.
+	DefaultAction Action
+	// Params documents the rule's parameters (key "parameters" in the policy).
+	Params []ParamDoc
+	// NeedsNodes marks rules that only run when the node set is known.
+	NeedsNodes bool
+	// Exemptible is false for rules that exemption annotations cannot silence.
+	Exemptible bool
+
+	check func(ds *appsv1.DaemonSet, env *Env, params any) []Finding
+}
+
+// ParamDoc documents one rule parameter.
+type ParamDoc struct {
+	Name        string
+	Type        string
+	Default     string
+	Description string
+}
+
+// newRule binds a check over typed parameters to a rule's description. The
+// type assertion here is the only place parameters are untyped: the policy
+// compiler hands each rule the parameters decoded from its own config field.
+func newRule[P any](r Rule, check func(ds *appsv1.DaemonSet, env *Env, p *P) []Finding) *Rule {
+	r.check = func(ds *appsv1.DaemonSet, env *Env, params any) []Finding {
+		return check(ds, env, params.(*P))
+	}
+	return &r
+}
+
+// Registry is an ordered, duplicate-free set of rules.
+type Registry struct {
+	rules []*Rule
+	byID  map[string]*Rule
+}
+
+var ruleIDPattern = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
+
+// NewRegistry checks that every rule is well-formed and that no ID repeats.
+func NewRegistry(rules ...*Rule) (*Registry, error) {
+	reg := &Registry{byID: make(map[string]*Rule, len(rules))}
+	for _, r := range rules {
+		if err := r.wellFormed(); err != nil {
+			return nil, err
+		}
+		if _, dup := reg.byID[r.ID]; dup {
+			return nil, fmt.Errorf("duplicate rule ID %q", r.ID)
+		}
+		reg.byID[r.ID] = r
+		reg.rules = append(reg.rules, r)
+	}
+	return reg, nil
+}
+
+func (r *Rule) wellFormed() error {
+	switch {
+	case !ruleIDPattern.MatchString(r.ID):
+		return fmt.Errorf("rule ID %q is not kebab-case", r.ID)
+	case r.Title == "" || r.Why == "":
+		return fmt.Errorf("rule %s: title and why are required", r.ID)
+	case !strings.HasSuffix(r.Remediation, "."):
+		return fmt.Errorf("rule %s: remediation must be a sentence ending with a period", r.ID)
+	case !r.DefaultAction.Valid():
+		return fmt.Errorf("rule %s: invalid default action %q", r.ID, r.DefaultAction)
+	case r.check == nil:
+		return fmt.Errorf("rule %s: no check function", r.ID)
+	}
+	return nil
+}
+
+// Rules returns the rules in catalogue order.
+func (reg *Registry) Rules() []*Rule { return reg.rules }
+
+// Get returns the rule with the given ID.
+func (reg *Registry) Get(id string) (*Rule, bool) {
+	r, ok := reg.byID[id]
+	return r, ok
+}
+
+// builtinRules is the catalogue. It is built explicitly, not by init()
+// side effects, so that reading this list tells the whole story.
+var builtinRules = mustRegistry(
+	controlPlaneTolerationRule,
+	surgeHostPortRule,
+	maxUnavailableRule,
+	readinessProbeRule,
+	hostPathReadOnlyRule,
+	privilegedRule,
+	imagePinnedRule,
+	updateStrategyRule,
+	invalidAnnotationRule,
+)
+
+func mustRegistry(rules ...*Rule) *Registry {
+	reg, err := NewRegistry(rules...)
+	if err != nil {
+		panic(err)
+	}
+	return reg
+}
+
+// Rules returns dsguard's rule catalogue.
+func Rules() *Registry { return builtinRules }

@@ -1,0 +1,163 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
+)
+
+const controlPlaneTolerationID = "control-plane-toleration"
+
+// ControlPlaneTolerationParams are the control-plane-toleration parameters.
+type ControlPlaneTolerationParams struct {
+	// Taints the pod template must tolerate.
+	Taints []TaintConfig `yaml:"taints"`
+}
+
+// TaintConfig is a taint the DaemonSet must tolerate.
+type TaintConfig struct {
+	Key    string             `yaml:"key"`
+	Value  string             `yaml:"value"`
+	Effect corev1.TaintEffect `yaml:"effect"`
+}
+
+func (t TaintConfig) String() string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}
+
+func defaultControlPlaneTolerationParams() ControlPlaneTolerationParams {
+	return ControlPlaneTolerationParams{Taints: []TaintConfig{
+		{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule},
+	}}
+}
+
+func (p *ControlPlaneTolerationParams) validate(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range p.Taints {
+		tp := fp.Child("taints").Index(i)
+		if t.Key == "" {
+			errs = append(errs, field.Required(tp.Child("key"), "the taint key"))
+		} else {
+			for _, msg := range validation.IsQualifiedName(t.Key) {
+				errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+			}
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute:
+		case corev1.TaintEffectPreferNoSchedule:
+			errs = append(errs, field.Invalid(tp.Child("effect"), t.Effect,
+				"PreferNoSchedule never keeps a DaemonSet off a node, so requiring a toleration for it has no effect"))
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, []string{"NoSchedule", "NoExecute"}))
+		}
+	}
+	return errs
+}
+
+var controlPlaneTolerationRule = newRule(Rule{
+	ID:    controlPlaneTolerationID,
+	Title: "Pod template tolerates the control-plane taints",
+	Why: "A DaemonSet skips every node whose NoSchedule or NoExecute taint it does not tolerate. " +
+		"Without a toleration for node-role.kubernetes.io/control-plane:NoSchedule a node agent " +
+		"(log shipper, node-exporter, security sensor) never runs on the control-plane nodes, and " +
+		"desiredNumberScheduled silently excludes them, so counter-based alerts stay green.",
+	Remediation: "Add a toleration for each listed taint to spec.template.spec.tolerations " +
+		"(for example {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}), " +
+		"or declare the gap with the coverage.dsguard.io/intended annotation.",
+	DefaultAction: ActionDeny,
+	Exemptible:    true,
+	Params: []ParamDoc{{
+		Name: "taints", Type: "list of {key, value, effect}",
+		Default:     "[{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
+		Description: "Taints every DaemonSet must tolerate. Effect is NoSchedule or NoExecute.",
+	}},
+}, checkControlPlaneToleration)
+
+// Toleration operators Gt and Lt sit behind an alpha gate that is off by
+// default in Kubernetes 1.37; model the default.
+const comparisonOperatorsEnabled = false
+
+func checkControlPlaneToleration(ds *appsv1.DaemonSet, _ *Env, p *ControlPlaneTolerationParams) []Finding {
+	spec := &ds.Spec.Template.Spec
+	// A DaemonSet pinned to one node, or narrowed by labels other than
+	// os/arch, deliberately targets a subset; node-coverage judges it
+	// against the live nodes.
+	if spec.NodeName != "" || narrowsPlacement(spec) {
+		return nil
+	}
+	var missing []string
+	for i := range p.Taints {
+		t := &p.Taints[i]
+		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+		if !schedulingcorev1.TolerationsTolerateTaint(logr.Discard(), spec.Tolerations, &taint, comparisonOperatorsEnabled) {
+			missing = append(missing, t.String())
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	f := Finding{
+		Field: tolerationsPath,
+		Message: fmt.Sprintf("no toleration for %s: the DaemonSet will skip every node with this taint "+
+			"(the control plane), and desiredNumberScheduled will not show it", strings.Join(missing, ", ")),
+		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(p.Taints, missing)),
+	}
+	if reason, ok := intendedCoverage(ds.Annotations); ok {
+		f.Action = ActionAudit
+		f.Message = fmt.Sprintf("skips nodes tainted %s, as intended: %s", strings.Join(missing, ", "), reason)
+	}
+	return []Finding{f}
+}
+
+func tolerationHint(taints []TaintConfig, missing []string) string {
+	var parts []string
+	for _, t := range taints {
+		for _, m := range missing {
+			if m == t.String() {
+				parts = append(parts, fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// placementNeutralLabels narrow a DaemonSet to an OS or architecture, which
+// is normal (a Linux agent skips Windows nodes) and not a deliberate subset.
+var placementNeutralLabels = map[string]bool{
+	corev1.LabelOSStable:   true,
+	corev1.LabelArchStable: true,
+}
+
+// narrowsPlacement reports whether the template selects a subset of nodes by
+// anything other than OS and architecture.
+func narrowsPlacement(spec *corev1.PodSpec) bool {
+	for k := range spec.NodeSelector {
+		if !placementNeutralLabels[k] {
+			return true
+		}
+	}
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, term := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if len(term.MatchFields) > 0 {
+			return true
+		}
+		for _, req := range term.MatchExpressions {
+			if !placementNeutralLabels[req.Key] {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package policy
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const maxUnavailableID = "max-unavailable"
+
+// MaxUnavailableParams are the max-unavailable parameters.
+type MaxUnavailableParams struct {
+	// MaxPercent caps a percentage maxUnavailable.
+	MaxPercent int `yaml:"maxPercent"`
+	// MaxCount caps an absolute maxUnavailable; 0 means no absolute cap.
+	MaxCount int `yaml:"maxCount"`
+}
+
+func defaultMaxUnavailableParams() MaxUnavailableParams {
+	return MaxUnavailableParams{MaxPercent: 25}
+}
+
+func (p *MaxUnavailableParams) validate(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if p.MaxPercent < 0 || p.MaxPercent > 100 {
+		errs = append(errs, field.Invalid(fp.Child("maxPercent"), p.MaxPercent, "must be between 0 and 100"))
+	}
+	if p.MaxCount < 0 {
+		errs = append(errs, field.Invalid(fp.Child("maxCount"), p.MaxCount, "must be 0 (no cap) or more"))
+	}
+	return errs
+}
+
+var maxUnavailableRule = newRule(Rule{
+	ID:    maxUnavailableID,
+	Title: "Rolling updates take down only a small share of nodes at once",
+	Why: "maxUnavailable is how many nodes may run without the agent while a rollout is under way. " +
+		"50% means half the fleet is blind at once: no logs, no metrics, no network policy, for as long " +
+		"as the new Pods take to become ready. Unset, it defaults to 1.",
+	Remediation:   "Lower spec.updateStrategy.rollingUpdate.maxUnavailable to the cap (for example 1 or \"10%\").",
+	DefaultAction: ActionWarn,
+	Exemptible:    true,
+	Params: []ParamDoc{
+		{Name: "maxPercent", Type: "integer 0-100", Default: "25",
+			Description: "Largest percentage allowed for a percentage maxUnavailable."},
+		{Name: "maxCount", Type: "integer", Default: "0 (no cap)",
+			Description: "Largest absolute maxUnavailable allowed."},
+	},
+}, checkMaxUnavailable)
+
+func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) []Finding {
+	if !isRollingUpdate(ds) {
+		return nil
+	}
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	if ru == nil || ru.MaxUnavailable == nil {
+		// The API server defaults maxUnavailable to 1.
+		return checkMaxUnavailableCount(1, true, p)
+	}
+	n, isPercent, err := parseIntOrPercent(ru.MaxUnavailable)
+	if err != nil {
+		return []Finding{{
+			Field:       rollingUpdatePath.Child("maxUnavailable"),
+			Message:     fmt.Sprintf("maxUnavailable %s %v", quoteIntOrString(ru.MaxUnavailable), err),
+			Remediation: "set maxUnavailable to a positive integer such as 1 or a percentage such as \"10%\".",
+		}}
+	}
+	if isPercent {
+		if n <= p.MaxPercent {
+			return nil
+		}
+		return []Finding{{
+			Field: rollingUpdatePath.Child("maxUnavailable"),
+			Message: fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may leave %d%% of the nodes "+
+				"without this agent at once", n, p.MaxPercent, n),
+			Remediation: fmt.Sprintf("set maxUnavailable to at most \"%d%%\" or to a small number such as 1.", p.MaxPercent),
+		}}
+	}
+	return checkMaxUnavailableCount(n, false, p)
+}
+
+func checkMaxUnavailableCount(n int, defaulted bool, p *MaxUnavailableParams) []Finding {
+	if p.MaxCount == 0 || n <= p.MaxCount {
+		return nil
+	}
+	what := fmt.Sprintf("maxUnavailable %d", n)
+	if defaulted {
+		what = "maxUnavailable (unset, so 1)"
+	}
+	return []Finding{{
+		Field: rollingUpdatePath.Child("maxUnavailable"),
+		Message: fmt.Sprintf("%s is above the cap of %d: a rollout may leave %d nodes without this agent at once",
+			what, p.MaxCount, n),
+		Remediation: fmt.Sprintf("set maxUnavailable to at most %d.", p.MaxCount),
+	}}
+}

@@ -1,0 +1,38 @@
+package policy
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+const privilegedID = "privileged"
+
+var privilegedRule = newRule(Rule{
+	ID:    privilegedID,
+	Title: "Containers do not run privileged",
+	Why: "A privileged container has full control of its node. A DaemonSet puts it on every node, so one " +
+		"vulnerable image is a fleet-wide foothold; most agents need a few capabilities, not all of them.",
+	Remediation: "Remove securityContext.privileged and add only the capabilities the agent needs " +
+		"(for example NET_ADMIN or SYS_PTRACE).",
+	DefaultAction: ActionWarn,
+	Exemptible:    true,
+}, checkPrivileged)
+
+func checkPrivileged(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
+	var out []Finding
+	for _, list := range containerLists {
+		for i, c := range list.containers(&ds.Spec.Template.Spec) {
+			sc := c.SecurityContext
+			if sc == nil || sc.Privileged == nil || !*sc.Privileged {
+				continue
+			}
+			out = append(out, Finding{
+				Field:       list.path(i).Child("securityContext", "privileged"),
+				Message:     fmt.Sprintf("container %q runs privileged on every node the DaemonSet covers", c.Name),
+				Remediation: fmt.Sprintf("drop privileged from container %q and grant only the capabilities it needs.", c.Name),
+			})
+		}
+	}
+	return out
+}

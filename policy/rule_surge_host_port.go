@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const surgeHostPortID = "surge-host-port"
+
+var surgeHostPortRule = newRule(Rule{
+	ID:    surgeHostPortID,
+	Title: "No maxSurge rollout for agents that bind host ports",
+	Why: "With maxSurge the controller starts the new Pod on a node before the old one stops. " +
+		"A hostPort (or a container port under hostNetwork) is already taken by the old Pod, so the " +
+		"surge Pod stays Pending forever and the rollout wedges, node by node. Under hostNetwork with " +
+		"no declared port the new Pod schedules, but its process cannot bind while the old one runs.",
+	Remediation: "Set spec.updateStrategy.rollingUpdate.maxSurge to 0 and pace the rollout with maxUnavailable, " +
+		"or stop binding host ports.",
+	DefaultAction: ActionDeny,
+	Exemptible:    true,
+}, checkSurgeHostPort)
+
+func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	if !isRollingUpdate(ds) || ru == nil || ru.MaxSurge == nil {
+		return nil
+	}
+	surgePath := rollingUpdatePath.Child("maxSurge")
+	surges, err := resolvesAboveZero(ru.MaxSurge)
+	if err != nil {
+		return []Finding{{Field: surgePath, Message: fmt.Sprintf("maxSurge %s: %v", quoteIntOrString(ru.MaxSurge), err),
+			Remediation: "set maxSurge to a non-negative integer or a percentage such as \"0\" or \"25%\"."}}
+	}
+	if !surges {
+		return nil
+	}
+	spec := &ds.Spec.Template.Spec
+	var ports []string
+	for _, list := range containerLists {
+		for _, c := range list.containers(spec) {
+			for _, port := range c.Ports {
+				switch {
+				case port.HostPort > 0:
+					ports = append(ports, fmt.Sprintf("hostPort %d (%s %q)", port.HostPort, list.name, c.Name))
+				case spec.HostNetwork && port.ContainerPort > 0:
+					ports = append(ports, fmt.Sprintf("port %d under hostNetwork (%s %q)", port.ContainerPort, list.name, c.Name))
+				}
+			}
+		}
+	}
+	surge := quoteIntOrString(ru.MaxSurge)
+	switch {
+	case len(ports) > 0:
+		return []Finding{{
+			Field: surgePath,
+			Message: fmt.Sprintf("maxSurge %s with %s: the surge Pod needs a port the old Pod holds, "+
+				"so it stays Pending and the rollout wedges", surge, strings.Join(ports, ", ")),
+			Remediation: "set maxSurge: 0 and maxUnavailable: 1 (or a small percentage); the old Pod then stops before the new one binds.",
+		}}
+	case spec.HostNetwork:
+		return []Finding{{
+			Action: ActionWarn,
+			Field:  surgePath,
+			Message: fmt.Sprintf("maxSurge %s with hostNetwork: old and new Pod share the node's network, "+
+				"so any port the new process binds is still held by the old one", surge),
+			Remediation: "set maxSurge: 0 and maxUnavailable: 1 unless the agent binds no port at all.",
+		}}
+	}
+	return nil
+}
+
+// resolvesAboveZero reports whether an int-or-percent resolves to more than
+// zero Pods. Percentages of surge round up, so any positive percentage
+// surges at least one Pod on any non-empty cluster.
+func resolvesAboveZero(v *intstr.IntOrString) (bool, error) {
+	n, _, err := parseIntOrPercent(v)
+	return n > 0, err
+}
+
+// parseIntOrPercent returns the number and whether it is a percentage,
+// rejecting what the API server rejects: negatives, percentages over 100 and
+// strings that are not percentages.
+func parseIntOrPercent(v *intstr.IntOrString) (int, bool, error) {
+	if v.Type == intstr.Int {
+		if v.IntVal < 0 {
+			return 0, false, fmt.Errorf("must not be negative")
+		}
+		return int(v.IntVal), false, nil
+	}
+	s := v.StrVal
+	if !strings.HasSuffix(s, "%") {
+		return 0, false, fmt.Errorf("is neither an integer nor a percentage such as \"25%%\"")
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d%%", &n); err != nil || fmt.Sprintf("%d%%", n) != s {
+		return 0, true, fmt.Errorf("is not a whole-number percentage such as \"25%%\"")
+	}
+	if n < 0 || n > 100 {
+		return 0, true, fmt.Errorf("must be between 0%% and 100%%")
+	}
+	return n, true, nil
+}
+
+func quoteIntOrString(v *intstr.IntOrString) string {
+	if v.Type == intstr.Int {
+		return fmt.Sprint(v.IntVal)
+	}
+	return fmt.Sprintf("%q", v.StrVal)
+}

@@ -1,0 +1,30 @@
+package policy
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+const updateStrategyID = "update-strategy"
+
+var updateStrategyRule = newRule(Rule{
+	ID:    updateStrategyID,
+	Title: "Rollouts finish on their own",
+	Why: "With updateStrategy OnDelete a template change reaches a node only when someone deletes that " +
+		"node's Pod. The rollout never finishes by itself: updatedNumberScheduled stays behind and nodes " +
+		"run mixed versions indefinitely.",
+	Remediation:   "Use updateStrategy type RollingUpdate with a small maxUnavailable.",
+	DefaultAction: ActionWarn,
+	Exemptible:    true,
+}, checkUpdateStrategy)
+
+func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
+	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+		return nil
+	}
+	return []Finding{{
+		Field: updateStrategyPath.Child("type"),
+		Message: "updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand, " +
+			"so the rollout never finishes on its own",
+		Remediation: "set spec.updateStrategy.type: RollingUpdate with maxUnavailable: 1.",
+	}}
+}

@@ -1,0 +1,100 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// paramValidator is implemented by parameter types that have constraints.
+type paramValidator interface {
+	validate(fldPath *field.Path) field.ErrorList
+}
+
+// ValidateConfig checks a decoded policy and returns every problem, each with
+// its field path.
+func ValidateConfig(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	switch c.APIVersion {
+	case ConfigAPIVersion:
+	case "":
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+ConfigAPIVersion))
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{ConfigAPIVersion}))
+	}
+	switch c.Kind {
+	case ConfigKind:
+	case "":
+		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+ConfigKind))
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{ConfigKind}))
+	}
+	if !c.Enforcement.valid() {
+		errs = append(errs, field.NotSupported(field.NewPath("enforcement"), c.Enforcement, stringsOf(Enforcements)))
+	}
+	if c.Ratcheting == nil {
+		errs = append(errs, field.Required(field.NewPath("ratcheting"), "true or false"))
+	}
+	nsPath := field.NewPath("namespaceEnforcement")
+	for i, ne := range c.NamespaceEnforcement {
+		p := nsPath.Index(i)
+		if len(ne.Namespaces) == 0 {
+			errs = append(errs, field.Required(p.Child("namespaces"), "at least one namespace or glob"))
+		}
+		errs = append(errs, validateGlobs(ne.Namespaces, p.Child("namespaces"))...)
+		if !ne.Enforcement.valid() {
+			errs = append(errs, field.NotSupported(p.Child("enforcement"), ne.Enforcement, stringsOf(Enforcements)))
+		}
+	}
+	rulesPath := field.NewPath("rules")
+	for _, e := range c.Rules.entries() {
+		errs = append(errs, validateRuleConfig(e.cfg, rulesPath.Child(e.id))...)
+	}
+	return errs
+}
+
+func validateRuleConfig(rc ruleConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	action, scope, _ := rc.common()
+	if !action.Valid() {
+		errs = append(errs, field.NotSupported(p.Child("action"), action, stringsOf(Actions)))
+	}
+	sp := p.Child("scope")
+	errs = append(errs, validateGlobs(scope.Namespaces.Include, sp.Child("namespaces", "include"))...)
+	errs = append(errs, validateGlobs(scope.Namespaces.Exclude, sp.Child("namespaces", "exclude"))...)
+	if scope.Selector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(scope.Selector.toLabelSelector(),
+			metav1validation.LabelSelectorValidationOptions{}, sp.Child("selector"))...)
+	}
+	if v, ok := rc.params().(paramValidator); ok {
+		errs = append(errs, v.validate(p.Child("parameters"))...)
+	}
+	return errs
+}
+
+func validateGlobs(globs []string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, g := range globs {
+		if g == "" {
+			errs = append(errs, field.Invalid(p.Index(i), g, "must not be empty"))
+			continue
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			errs = append(errs, field.Invalid(p.Index(i), g, fmt.Sprintf("not a valid glob: %v", err)))
+		}
+	}
+	return errs
+}
+
+func (s *LabelSelectorConfig) toLabelSelector() *metav1.LabelSelector {
+	ls := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values,
+		})
+	}
+	return ls
+}
