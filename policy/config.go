@@ -256,9 +256,11 @@ func isEmptyDocument(root *yaml.Node) bool {
 // yaml.v3 names Go types in its messages ("field x not found in type
 // policy.MaxUnavailableParams"); the person fixing a ConfigMap needs the key.
 var (
-	yamlLinePrefix   = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	yamlUnknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-	yamlGoType       = regexp.MustCompile(` into (?:\[\])?(?:\*)?(?:map\[string\])?[a-z0-9]+\.[A-Za-z0-9\[\]\.]+`)
+	yamlLinePrefix   = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
+	yamlUnknownField = regexp.MustCompile(`(?s)^field (.*) not found in type \S+$`)
+	// The Go type ends the message: "into policy.Enforcement",
+	// "into []policy.TaintConfig", "into policy.RuleConfig[github.com/...]".
+	yamlGoType = regexp.MustCompile(` into (?:\[\]|\*|map\[[^\] ]*\])*[A-Za-z0-9_]+\.\S*$`)
 )
 
 func yamlProblems(err error) []ConfigProblem {
@@ -280,6 +282,8 @@ func yamlProblems(err error) []ConfigProblem {
 			p.Message = fmt.Sprintf("unknown field %q", g[1])
 		}
 		p.Message = yamlGoType.ReplaceAllString(p.Message, " into the expected type")
+		// A problem is one line (keys and values may hold line breaks).
+		p.Message = strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(p.Message)
 		out = append(out, p)
 	}
 	return out

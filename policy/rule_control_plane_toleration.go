@@ -4,12 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
 )
 
 const controlPlaneTolerationID = "control-plane-toleration"
@@ -82,23 +80,25 @@ var controlPlaneTolerationRule = newRule(Rule{
 	}},
 }, checkControlPlaneToleration)
 
-// Toleration operators Gt and Lt sit behind an alpha gate that is off by
-// default in Kubernetes 1.37; model the default.
-const comparisonOperatorsEnabled = false
-
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, _ *Env, p *ControlPlaneTolerationParams) []Finding {
 	spec := &ds.Spec.Template.Spec
 	// A DaemonSet pinned to one node, or narrowed by labels other than
 	// os/arch, deliberately targets a subset; node-coverage judges it
 	// against the live nodes.
-	if spec.NodeName != "" || narrowsPlacement(spec) {
+	if spec.NodeName != "" {
 		return nil
 	}
 	var missing []string
 	for i := range p.Taints {
 		t := &p.Taints[i]
+		// Selecting on the taint's own key (nodeSelector
+		// node-role.kubernetes.io/control-plane: "") aims at exactly the
+		// tainted nodes, so the toleration matters all the more.
+		if narrowsPlacement(spec, t.Key) {
+			continue
+		}
 		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
-		if !schedulingcorev1.TolerationsTolerateTaint(logr.Discard(), spec.Tolerations, &taint, comparisonOperatorsEnabled) {
+		if !toleratedByDaemonPod(spec, &taint) {
 			missing = append(missing, t.String())
 		}
 	}
@@ -107,8 +107,8 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, _ *Env, p *ControlPlaneTo
 	}
 	f := Finding{
 		Field: tolerationsPath,
-		Message: fmt.Sprintf("no toleration for %s: the DaemonSet will skip every node with this taint "+
-			"(the control plane), and desiredNumberScheduled will not show it", strings.Join(missing, ", ")),
+		Message: fmt.Sprintf("no toleration for %s: skips every node with that taint, unseen in desiredNumberScheduled",
+			strings.Join(missing, ", ")),
 		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(p.Taints, missing)),
 	}
 	if reason, ok := intendedCoverage(ds.Annotations); ok {
@@ -133,15 +133,20 @@ func tolerationHint(taints []TaintConfig, missing []string) string {
 // placementNeutralLabels narrow a DaemonSet to an OS or architecture, which
 // is normal (a Linux agent skips Windows nodes) and not a deliberate subset.
 var placementNeutralLabels = map[string]bool{
-	corev1.LabelOSStable:   true,
-	corev1.LabelArchStable: true,
+	corev1.LabelOSStable:      true,
+	corev1.LabelArchStable:    true,
+	"beta.kubernetes.io/os":   true,
+	"beta.kubernetes.io/arch": true,
 }
 
-// narrowsPlacement reports whether the template selects a subset of nodes by
-// anything other than OS and architecture.
-func narrowsPlacement(spec *corev1.PodSpec) bool {
+// narrowsPlacement reports whether the template deliberately selects a subset
+// of nodes: by a label other than OS, architecture or taintKey in its
+// nodeSelector, or in every term of its required node affinity (the terms
+// are ORed, so one unrestricted term reaches every node).
+func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
+	neutral := func(key string) bool { return placementNeutralLabels[key] || key == taintKey }
 	for k := range spec.NodeSelector {
-		if !placementNeutralLabels[k] {
+		if !neutral(k) {
 			return true
 		}
 	}
@@ -149,14 +154,25 @@ func narrowsPlacement(spec *corev1.PodSpec) bool {
 		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return false
 	}
-	for _, term := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		if len(term.MatchFields) > 0 {
-			return true
+	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		return false
+	}
+	for _, term := range terms {
+		if !termNarrows(term, neutral) {
+			return false
 		}
-		for _, req := range term.MatchExpressions {
-			if !placementNeutralLabels[req.Key] {
-				return true
-			}
+	}
+	return true
+}
+
+func termNarrows(term corev1.NodeSelectorTerm, neutral func(string) bool) bool {
+	if len(term.MatchFields) > 0 {
+		return true
+	}
+	for _, req := range term.MatchExpressions {
+		if !neutral(req.Key) {
+			return true
 		}
 	}
 	return false

@@ -71,8 +71,8 @@ func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *Env, p *HostPathReadOnlyPara
 				}
 				out = append(out, Finding{
 					Field: list.path(i).Child("volumeMounts").Index(j).Child("readOnly"),
-					Message: fmt.Sprintf("container %q mounts hostPath %s (volume %q) writable on every node it covers",
-						c.Name, hp.Path, m.Name),
+					Message: fmt.Sprintf("%s %q mounts hostPath %s writable on every node it covers",
+						list.noun(&c), c.Name, hp.Path),
 					Remediation: fmt.Sprintf("set readOnly: true on the %q mount of container %q.", m.Name, c.Name),
 				})
 			}

@@ -55,8 +55,9 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) 
 	}
 	ru := ds.Spec.UpdateStrategy.RollingUpdate
 	if ru == nil || ru.MaxUnavailable == nil {
-		// The API server defaults maxUnavailable to 1.
-		return checkMaxUnavailableCount(1, true, p)
+		// The API server defaults maxUnavailable to 1, which no cap
+		// (0 = none, else at least 1) rejects.
+		return nil
 	}
 	n, isPercent, err := parseIntOrPercent(ru.MaxUnavailable)
 	if err != nil {
@@ -72,26 +73,18 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) 
 		}
 		return []Finding{{
 			Field: rollingUpdatePath.Child("maxUnavailable"),
-			Message: fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may leave %d%% of the nodes "+
-				"without this agent at once", n, p.MaxPercent, n),
+			Message: fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may blind %d%% of the nodes at once",
+				n, p.MaxPercent, n),
 			Remediation: fmt.Sprintf("set maxUnavailable to at most \"%d%%\" or to a small number such as 1.", p.MaxPercent),
 		}}
 	}
-	return checkMaxUnavailableCount(n, false, p)
-}
-
-func checkMaxUnavailableCount(n int, defaulted bool, p *MaxUnavailableParams) []Finding {
 	if p.MaxCount == 0 || n <= p.MaxCount {
 		return nil
 	}
-	what := fmt.Sprintf("maxUnavailable %d", n)
-	if defaulted {
-		what = "maxUnavailable (unset, so 1)"
-	}
 	return []Finding{{
 		Field: rollingUpdatePath.Child("maxUnavailable"),
-		Message: fmt.Sprintf("%s is above the cap of %d: a rollout may leave %d nodes without this agent at once",
-			what, p.MaxCount, n),
+		Message: fmt.Sprintf("maxUnavailable %d is above the cap of %d: a rollout may blind %d nodes at once",
+			n, p.MaxCount, n),
 		Remediation: fmt.Sprintf("set maxUnavailable to at most %d.", p.MaxCount),
 	}}
 }

@@ -21,17 +21,20 @@ var readinessProbeRule = newRule(Rule{
 
 func checkReadinessProbe(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	var out []Finding
-	for i := range ds.Spec.Template.Spec.Containers {
-		c := &ds.Spec.Template.Spec.Containers[i]
-		if c.ReadinessProbe != nil {
-			continue
+	for _, list := range containerLists {
+		for i, c := range list.containers(&ds.Spec.Template.Spec) {
+			// Plain init containers finish before the Pod can be ready;
+			// sidecars' readiness counts toward the Pod's like a container's.
+			if c.ReadinessProbe != nil || !list.runsAlongside(&c) {
+				continue
+			}
+			out = append(out, Finding{
+				Field: list.path(i).Child("readinessProbe"),
+				Message: fmt.Sprintf("%s %q has no readinessProbe: numberReady only means \"started\"",
+					list.noun(&c), c.Name),
+				Remediation: fmt.Sprintf("add a readinessProbe to %s %q.", list.noun(&c), c.Name),
+			})
 		}
-		out = append(out, Finding{
-			Field: podSpecPath.Child("containers").Index(i).Child("readinessProbe"),
-			Message: fmt.Sprintf("container %q has no readinessProbe: numberReady counts it ready as soon as "+
-				"it starts, so a broken agent still looks covered", c.Name),
-			Remediation: fmt.Sprintf("add a readinessProbe to container %q.", c.Name),
-		})
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,10 +44,15 @@ func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 		for _, c := range list.containers(spec) {
 			for _, port := range c.Ports {
 				switch {
-				case port.HostPort > 0:
-					ports = append(ports, fmt.Sprintf("hostPort %d (%s %q)", port.HostPort, list.name, c.Name))
+				// Under hostNetwork every declared port is bound on the
+				// node itself, by init containers too.
 				case spec.HostNetwork && port.ContainerPort > 0:
-					ports = append(ports, fmt.Sprintf("port %d under hostNetwork (%s %q)", port.ContainerPort, list.name, c.Name))
+					ports = append(ports, fmt.Sprintf("port %d under hostNetwork (%s %s)", port.ContainerPort, list.noun(&c), c.Name))
+				// Otherwise the scheduler reserves the hostPorts of
+				// containers that run for the Pod's life, not of plain
+				// init containers (scheduler util.GetHostPorts).
+				case port.HostPort > 0 && list.runsAlongside(&c):
+					ports = append(ports, fmt.Sprintf("hostPort %d (%s %s)", port.HostPort, list.noun(&c), c.Name))
 				}
 			}
 		}
@@ -56,16 +62,15 @@ func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	case len(ports) > 0:
 		return []Finding{{
 			Field: surgePath,
-			Message: fmt.Sprintf("maxSurge %s with %s: the surge Pod needs a port the old Pod holds, "+
-				"so it stays Pending and the rollout wedges", surge, strings.Join(ports, ", ")),
+			Message: fmt.Sprintf("maxSurge %s with %s: the surge Pod needs a port the old Pod holds and "+
+				"stays Pending", surge, strings.Join(ports, ", ")),
 			Remediation: "set maxSurge: 0 and maxUnavailable: 1 (or a small percentage); the old Pod then stops before the new one binds.",
 		}}
 	case spec.HostNetwork:
 		return []Finding{{
-			Action: ActionWarn,
-			Field:  surgePath,
-			Message: fmt.Sprintf("maxSurge %s with hostNetwork: old and new Pod share the node's network, "+
-				"so any port the new process binds is still held by the old one", surge),
+			Action:      ActionWarn,
+			Field:       surgePath,
+			Message:     fmt.Sprintf("maxSurge %s with hostNetwork: the new Pod cannot bind a port the old one holds", surge),
 			Remediation: "set maxSurge: 0 and maxUnavailable: 1 unless the agent binds no port at all.",
 		}}
 	}
@@ -90,15 +95,19 @@ func parseIntOrPercent(v *intstr.IntOrString) (int, bool, error) {
 		}
 		return int(v.IntVal), false, nil
 	}
-	s := v.StrVal
-	if !strings.HasSuffix(s, "%") {
+	digits, ok := strings.CutSuffix(v.StrVal, "%")
+	if !ok {
 		return 0, false, fmt.Errorf("is neither an integer nor a percentage such as \"25%%\"")
 	}
-	var n int
-	if _, err := fmt.Sscanf(s, "%d%%", &n); err != nil || fmt.Sprintf("%d%%", n) != s {
+	// The API server accepts exactly ^[0-9]+%$, leading zeros included
+	// ("05%" is 5%); a sign is not allowed, but "-5%" reads best as out of range.
+	negative := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
 		return 0, true, fmt.Errorf("is not a whole-number percentage such as \"25%%\"")
 	}
-	if n < 0 || n > 100 {
+	n, err := strconv.Atoi(digits)
+	if negative || err != nil || n > 100 {
 		return 0, true, fmt.Errorf("must be between 0%% and 100%%")
 	}
 	return n, true, nil

@@ -22,9 +22,8 @@ func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 		return nil
 	}
 	return []Finding{{
-		Field: updateStrategyPath.Child("type"),
-		Message: "updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand, " +
-			"so the rollout never finishes on its own",
+		Field:       updateStrategyPath.Child("type"),
+		Message:     "updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand",
 		Remediation: "set spec.updateStrategy.type: RollingUpdate with maxUnavailable: 1.",
 	}}
 }

@@ -47,7 +47,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCheckCommand(), newRulesCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newCheckCommand(), newRulesCommand(), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dswebhook "github.com/dsguard/dsguard/webhook"
+)
+
+type serveOptions struct {
+	namespace       string
+	policyName      string
+	policyKey       string
+	host            string
+	port            int
+	certDir         string
+	certName        string
+	keyName         string
+	metricsAddr     string
+	metricsSecure   bool
+	probeAddr       string
+	shutdownTimeout time.Duration
+	zap             zap.Options
+}
+
+func newServeCommand() *cobra.Command {
+	o := serveOptions{zap: zap.Options{Development: false}}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the validating admission webhook",
+		Long: "Serve runs the admission webhook for apps/v1 DaemonSets and for the policy ConfigMap.\n" +
+			"The policy is read from a ConfigMap and reloaded live; an invalid edit keeps the last good policy.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(&o) },
+	}
+	f := cmd.Flags()
+	defaultNS := os.Getenv("POD_NAMESPACE")
+	if defaultNS == "" {
+		defaultNS = "dsguard-system"
+	}
+	f.StringVar(&o.namespace, "namespace", defaultNS, "dsguard's own namespace: holds the policy ConfigMap and is never evaluated (default $POD_NAMESPACE)")
+	f.StringVar(&o.policyName, "policy-configmap", "dsguard-policy", "name of the policy ConfigMap")
+	f.StringVar(&o.policyKey, "policy-key", "policy.yaml", "key of the policy document in the ConfigMap")
+	f.StringVar(&o.host, "host", "", "address the webhook server listens on (empty: all)")
+	f.IntVar(&o.port, "port", 9443, "webhook server port")
+	f.StringVar(&o.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with the serving certificate and key; reloaded when the files change")
+	f.StringVar(&o.certName, "cert-name", "tls.crt", "certificate file name in --cert-dir")
+	f.StringVar(&o.keyName, "key-name", "tls.key", "key file name in --cert-dir")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables metrics")
+	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
+	gofs := flag.NewFlagSet("", flag.ContinueOnError)
+	o.zap.BindFlags(gofs)
+	f.AddGoFlagSet(gofs)
+	// --kubeconfig, registered by controller-runtime on the standard flag set.
+	if kf := flag.CommandLine.Lookup("kubeconfig"); kf != nil {
+		f.AddGoFlag(kf)
+	}
+	return cmd
+}
+
+func runServe(o *serveOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("serve")
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	ref := dswebhook.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
+
+	// TLS 1.2 at least; HTTP/2 off (its rapid-reset class of attacks, and the
+	// API server speaks HTTP/1.1 to webhooks anyway).
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		c.NextProtos = []string{"http/1.1"}
+	}}
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
+	if o.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the one policy ConfigMap: dsguard never lists or holds
+			// other ConfigMaps.
+			&corev1.ConfigMap{}: {
+				Namespaces: map[string]cache.Config{o.namespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", o.policyName),
+			},
+		}},
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		GracefulShutdownTimeout: &o.shutdownTimeout,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName, TLSOpts: tlsOpts,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	m := dswebhook.NewMetrics(metrics.Registry)
+	source := dswebhook.NewPolicySource(m)
+	if err := mgr.Add(&dswebhook.PolicyLoader{
+		Ref: ref, Cache: mgr.GetCache(), Source: source,
+		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"),
+	}); err != nil {
+		return err
+	}
+	srv := mgr.GetWebhookServer()
+	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{
+		Handler: dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace),
+	})
+	srv.Register(dswebhook.PolicyConfigMapPath,
+		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("policy", source.ReadyCheck); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return err
+	}
+	log.Info("starting", "version", version, "namespace", o.namespace, "policy", ref.String(), "port", o.port)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

@@ -1,0 +1,64 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPolicyConfigMapValidator(t *testing.T) {
+	v := &PolicyConfigMapValidator{Ref: PolicyRef{Namespace: ownNamespace, Name: "dsguard-policy", Key: "policy.yaml"}}
+	cm := func(name string, data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNamespace, Name: name}, Data: data}
+	}
+	tests := []struct {
+		name    string
+		cm      *corev1.ConfigMap
+		wantErr []string // substrings of the error; nil means allowed
+	}{
+		{"valid policy", cm("dsguard-policy", map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: warn\n"}), nil},
+		{"other ConfigMap is ignored", cm("unrelated", map[string]string{"policy.yaml": "garbage: ["}), nil},
+		{"missing key", cm("dsguard-policy", map[string]string{"other": "x"}), []string{`data[policy.yaml]: Required value`}},
+		{
+			"misspelt key names its line",
+			cm("dsguard-policy", map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  max-unavailable:\n    parameters:\n      maxPercnt: 10\n"}),
+			[]string{`ConfigMap "dsguard-policy" is invalid`, `data[policy.yaml]: Invalid value: "line 6": unknown field "maxPercnt"`},
+		},
+		{
+			"invalid action names its line and field",
+			cm("dsguard-policy", map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  privileged:\n    action: block\n"}),
+			[]string{`Invalid value: "line 5, rules.privileged.action": Unsupported value: "block"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for op, validate := range map[string]func() error{
+				"create": func() error { _, err := v.ValidateCreate(t.Context(), tt.cm); return err },
+				"update": func() error { _, err := v.ValidateUpdate(t.Context(), cm("dsguard-policy", nil), tt.cm); return err },
+			} {
+				err := validate()
+				if tt.wantErr == nil {
+					if err != nil {
+						t.Errorf("%s: unexpected error %v", op, err)
+					}
+					continue
+				}
+				if err == nil || !apierrors.IsInvalid(err) {
+					t.Fatalf("%s: want an Invalid error, got %v", op, err)
+				}
+				for _, want := range tt.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: error %q lacks %q", op, err.Error(), want)
+					}
+				}
+			}
+		})
+	}
+	w, err := v.ValidateDelete(t.Context(), cm("dsguard-policy", nil))
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], "built-in defaults") {
+		t.Errorf("delete: warnings %v, err %v", w, err)
+	}
+}

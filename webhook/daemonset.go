@@ -1,0 +1,176 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// DaemonSetPath is where the API server sends DaemonSet reviews.
+const DaemonSetPath = "/validate-daemonset"
+
+// DaemonSetHandler admits or denies apps/v1 DaemonSets. It is a plain
+// admission.Handler rather than an admission.Validator because it sets audit
+// annotations, which the Validator interface cannot.
+type DaemonSetHandler struct {
+	decoder admission.Decoder
+	source  *PolicySource
+	metrics *Metrics
+	// ownNamespace is never evaluated, so that dsguard can always repair itself.
+	ownNamespace string
+	now          func() time.Time
+}
+
+// NewDaemonSetHandler returns the DaemonSet handler.
+func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metrics, ownNamespace string) *DaemonSetHandler {
+	return &DaemonSetHandler{
+		decoder:      admission.NewDecoder(scheme),
+		source:       source,
+		metrics:      m,
+		ownNamespace: ownNamespace,
+		now:          time.Now,
+	}
+}
+
+var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
+
+// Handle implements admission.Handler.
+func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	resp := h.handle(ctx, req)
+	h.countDecision(req, resp)
+	return resp
+}
+
+func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) admission.Response {
+	log := logf.FromContext(ctx)
+	switch {
+	case req.UID == "":
+		return admission.Errored(http.StatusBadRequest, errors.New("the admission request has no UID"))
+	case req.Kind.Group != daemonSetKind.Group || req.Kind.Version != daemonSetKind.Version || req.Kind.Kind != daemonSetKind.Kind:
+		return admission.Errored(http.StatusBadRequest,
+			fmt.Errorf("dsguard validates apps/v1 DaemonSets, not %s; check the webhook configuration's rules", req.Kind))
+	case req.Operation != admissionv1.Create && req.Operation != admissionv1.Update:
+		return admission.Allowed("dsguard only judges CREATE and UPDATE")
+	case req.Namespace == h.ownNamespace:
+		return admission.Allowed("dsguard does not judge its own namespace")
+	}
+	active := h.source.Current()
+	if active == nil {
+		// Readiness keeps traffic away until a policy is loaded; this is
+		// the answer if a request arrives anyway. failurePolicy decides.
+		return admission.Errored(http.StatusServiceUnavailable, errors.New("dsguard has not loaded a policy yet"))
+	}
+	if active.Policy.Bypassed(req.UserInfo.Username, req.UserInfo.Groups) {
+		log.Info("bypass: admitted without evaluation", "user", req.UserInfo.Username, "groups", req.UserInfo.Groups)
+		if h.metrics != nil {
+			h.metrics.Bypasses.Inc()
+		}
+		return admission.Allowed("bypassed by the dsguard policy (break-glass)")
+	}
+
+	ds := &appsv1.DaemonSet{}
+	if err := h.decoder.DecodeRaw(req.Object, ds); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DaemonSet: %w", err))
+	}
+	if ds.Namespace == "" {
+		ds.Namespace = req.Namespace
+	}
+	env := policy.Env{Policy: active.Policy, Now: h.now()}
+	findings := policy.Evaluate(ds, env)
+
+	if req.Operation == admissionv1.Update {
+		old := &appsv1.DaemonSet{}
+		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
+		}
+		if old.Namespace == "" {
+			old.Namespace = req.Namespace
+		}
+		switch {
+		case ds.DeletionTimestamp != nil:
+			// Finalizer removal on a DaemonSet being deleted must never
+			// be blocked, or the object would never go away.
+			findings = capFindings(findings, policy.ActionWarn, "")
+		case equality.Semantic.DeepEqual(old.Spec, ds.Spec):
+			findings = capFindings(findings, policy.ActionWarn, "spec unchanged by this update")
+		case active.Policy.Ratcheting():
+			findings = ratchet(findings, policy.Evaluate(old, env))
+		}
+	}
+	h.countFindings(findings)
+	log.V(1).Info("evaluated", "policyGeneration", active.Generation, "findings", len(findings),
+		"denied", policy.Count(findings, policy.ActionDeny))
+	return buildResponse(ds, findings)
+}
+
+// capFindings lowers every finding to at most max, noting why.
+func capFindings(fs []policy.Finding, max policy.Action, why string) []policy.Finding {
+	for i := range fs {
+		if fs[i].Action == policy.ActionDeny && max != policy.ActionDeny && why != "" {
+			fs[i].Message += " (" + why + ")"
+		}
+		fs[i].Action = fs[i].Action.Weaker(max)
+	}
+	return fs
+}
+
+// ratchet turns a deny into a warning when the old object already had the
+// same violation (same rule, same field): an UPDATE must not be blocked by a
+// problem it did not introduce.
+func ratchet(current, old []policy.Finding) []policy.Finding {
+	type key struct{ rule, field string }
+	existing := make(map[key]bool, len(old))
+	for _, f := range old {
+		if f.Action == policy.ActionDeny {
+			existing[key{f.RuleID, f.FieldString()}] = true
+		}
+	}
+	for i := range current {
+		f := &current[i]
+		if f.Action == policy.ActionDeny && existing[key{f.RuleID, f.FieldString()}] {
+			f.Action = policy.ActionWarn
+			f.Message += " (already present before this update)"
+		}
+	}
+	policy.SortFindings(current)
+	return current
+}
+
+func (h *DaemonSetHandler) countFindings(fs []policy.Finding) {
+	if h.metrics == nil {
+		return
+	}
+	for _, f := range fs {
+		h.metrics.Findings.WithLabelValues(f.RuleID, string(f.Action)).Inc()
+	}
+}
+
+func (h *DaemonSetHandler) countDecision(req admission.Request, resp admission.Response) {
+	if h.metrics == nil {
+		return
+	}
+	result := "allowed"
+	switch {
+	case resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code != http.StatusForbidden:
+		result = "error"
+	case !resp.Allowed:
+		result = "denied"
+	case len(resp.Warnings) > 0:
+		result = "warned"
+	case resp.Result != nil && resp.Result.Message != "":
+		result = "skipped"
+	}
+	_ = req
+	h.metrics.Decisions.WithLabelValues(result).Inc()
+}

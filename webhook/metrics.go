@@ -1,0 +1,49 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are dsguard's own Prometheus collectors. controller-runtime adds
+// its webhook latency and in-flight metrics on the same registry. Labels are
+// bounded: rule IDs and actions, never object or node names.
+type Metrics struct {
+	Decisions        *prometheus.CounterVec
+	Findings         *prometheus.CounterVec
+	PolicyReloads    *prometheus.CounterVec
+	PolicyGeneration prometheus.Gauge
+	PolicyDegraded   prometheus.Gauge
+	Bypasses         prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dsguard_admission_decisions_total",
+			Help: "Admission decisions on DaemonSets by result (allowed, warned, denied, skipped, bypassed, error).",
+		}, []string{"result"}),
+		Findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dsguard_findings_total",
+			Help: "Findings reported at admission, by rule and final action.",
+		}, []string{"rule", "action"}),
+		PolicyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dsguard_policy_reloads_total",
+			Help: "Policy loads by result (success, invalid, defaults).",
+		}, []string{"result"}),
+		PolicyGeneration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dsguard_policy_generation",
+			Help: "Generation of the active policy; increases with every successful load.",
+		}),
+		PolicyDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dsguard_policy_degraded",
+			Help: "1 while the policy ConfigMap is invalid and an earlier policy (or the built-in defaults) is served.",
+		}),
+		Bypasses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dsguard_bypass_total",
+			Help: "DaemonSet requests admitted unchecked because the user or a group is on the policy's bypass list.",
+		}),
+	}
+	reg.MustRegister(m.Decisions, m.Findings, m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.Bypasses)
+	return m
+}

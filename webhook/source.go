@@ -1,0 +1,119 @@
+package webhook
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// PolicySource holds the active policy. Readers take it lock-free on every
+// request; loads parse and validate first and swap only a good policy, so an
+// invalid document never replaces the last good one.
+type PolicySource struct {
+	active  atomic.Pointer[ActivePolicy]
+	metrics *Metrics
+
+	mu       sync.Mutex // serialises loads so generations increase in order
+	degraded error
+}
+
+// ActivePolicy is a loaded policy with where it came from.
+type ActivePolicy struct {
+	Policy     *policy.Policy
+	Generation int64
+	// Origin says where the policy came from, for logs and Events.
+	Origin string
+}
+
+// NewPolicySource returns a source with no policy loaded yet; it is not ready
+// until the first Load or UseDefaults.
+func NewPolicySource(m *Metrics) *PolicySource {
+	return &PolicySource{metrics: m}
+}
+
+// Current returns the active policy, or nil before the first load.
+func (s *PolicySource) Current() *ActivePolicy { return s.active.Load() }
+
+// Load parses and validates data and, when it is good, makes it the active
+// policy; when it is bad, see Reject.
+func (s *PolicySource) Load(data []byte, origin string) error {
+	p, err := policy.Parse(data)
+	if err != nil {
+		s.Reject(err, origin)
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(nil)
+	s.count("success")
+	s.swap(p, origin)
+	return nil
+}
+
+// Reject records that the policy from origin cannot be used. The active
+// policy stays; if there is none yet, the built-in defaults become active: a
+// broken ConfigMap at start-up degrades dsguard, it does not take it down.
+func (s *PolicySource) Reject(err error, origin string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(err)
+	s.count("invalid")
+	if s.active.Load() == nil {
+		s.swap(policy.Default(), "built-in defaults ("+origin+" is invalid)")
+	}
+}
+
+// UseDefaults makes the built-in policy active, e.g. when no ConfigMap exists.
+func (s *PolicySource) UseDefaults(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(nil)
+	s.count("defaults")
+	s.swap(policy.Default(), "built-in defaults ("+reason+")")
+}
+
+// Degraded returns the error that keeps the intended policy from loading, or nil.
+func (s *PolicySource) Degraded() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.degraded
+}
+
+// ReadyCheck is a healthz checker: ready once a policy is active.
+func (s *PolicySource) ReadyCheck(_ *http.Request) error {
+	if s.active.Load() == nil {
+		return errors.New("no policy loaded yet")
+	}
+	return nil
+}
+
+func (s *PolicySource) swap(p *policy.Policy, origin string) {
+	gen := int64(1)
+	if old := s.active.Load(); old != nil {
+		gen = old.Generation + 1
+	}
+	s.active.Store(&ActivePolicy{Policy: p, Generation: gen, Origin: origin})
+	if s.metrics != nil {
+		s.metrics.PolicyGeneration.Set(float64(gen))
+	}
+}
+
+func (s *PolicySource) setDegraded(err error) {
+	s.degraded = err
+	if s.metrics != nil {
+		v := 0.0
+		if err != nil {
+			v = 1
+		}
+		s.metrics.PolicyDegraded.Set(v)
+	}
+}
+
+func (s *PolicySource) count(result string) {
+	if s.metrics != nil {
+		s.metrics.PolicyReloads.WithLabelValues(result).Inc()
+	}
+}
