@@ -1,0 +1,201 @@
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// fixturesDir holds one folder per rule, each with allowed/ and denied/
+// DaemonSet manifests: adding a case is adding a file.
+const fixturesDir = "testdata/rules"
+
+// minFixtures is how many allowed and how many denied manifests every rule
+// must have.
+const minFixtures = 2
+
+// fixtureNamespace is where fixtures are judged, whatever namespace they
+// name: outside kube-system, so that no namespace ceiling softens a deny.
+const fixtureNamespace = "fixtures"
+
+// TestRuleFixtures walks testdata/rules/<rule-id>/{allowed,denied}/*.yaml
+// and evaluates each DaemonSet under a policy that denies on every rule. An
+// allowed manifest must draw no finding from its rule; a denied one at least
+// one deny from it.
+func TestRuleFixtures(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, e := range cfg.Rules.entries() {
+		e.cfg.setAction(ActionDeny)
+	}
+	p, err := Compile(cfg)
+	if err != nil {
+		t.Fatalf("compile the all-deny policy: %v", err)
+	}
+	for _, r := range Rules().Rules() {
+		if a, _ := p.RuleAction(r.ID); a != ActionDeny {
+			t.Fatalf("rule %s has action %q in the all-deny policy", r.ID, a)
+		}
+	}
+	env := Env{Policy: p, Now: testNow}
+
+	dirs, err := os.ReadDir(fixturesDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, ok := Rules().Get(d.Name()); !ok || !d.IsDir() {
+			t.Errorf("%s/%s does not name a registered rule", fixturesDir, d.Name())
+		}
+	}
+
+	for _, r := range Rules().Rules() {
+		t.Run(r.ID, func(t *testing.T) {
+			for _, verdict := range []string{"allowed", "denied"} {
+				files, err := filepath.Glob(filepath.Join(fixturesDir, r.ID, verdict, "*.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(files) < minFixtures {
+					t.Errorf("%s needs at least %d fixtures in %s, has %d",
+						r.ID, minFixtures, filepath.Join(fixturesDir, r.ID, verdict), len(files))
+				}
+				for _, file := range files {
+					t.Run(verdict+"/"+filepath.Base(file), func(t *testing.T) {
+						ds := readFixture(t, file)
+						ds.Namespace = fixtureNamespace
+						fs := Evaluate(ds, env)
+						mine := findingsOf(fs, r.ID)
+						if verdict == "allowed" && len(mine) > 0 {
+							t.Errorf("allowed fixture drew %s findings:\n%s", r.ID, describeFindings(mine))
+						}
+						if verdict == "denied" && Count(mine, ActionDeny) == 0 {
+							t.Errorf("denied fixture drew no %s deny; all findings:\n%s", r.ID, describeFindings(fs))
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// readFixture decodes one manifest strictly (an unknown or misspelt field is
+// an error) and checks that it looks like something the API server accepts.
+func readFixture(t *testing.T, file string) *appsv1.DaemonSet {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, []byte("# ")) {
+		t.Errorf("%s: start with a comment line saying what the fixture shows", file)
+	}
+	if bytes.Contains(data, []byte("\n---")) {
+		t.Fatalf("%s: one DaemonSet per file", file)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(data, &ds); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if err := plausibleDaemonSet(&ds); err != nil {
+		t.Fatalf("%s: the API server would reject this manifest: %v", file, err)
+	}
+	return &ds
+}
+
+var percentPattern = regexp.MustCompile(`^[0-9]+%$`)
+
+// plausibleDaemonSet checks what the API server checks before any webhook
+// sees the object and what a fixture is most likely to get wrong. It is no
+// substitute for apps validation, which lives in k8s.io/kubernetes.
+func plausibleDaemonSet(ds *appsv1.DaemonSet) error {
+	if ds.APIVersion != "apps/v1" || ds.Kind != "DaemonSet" {
+		return fmt.Errorf("apiVersion/kind %s/%s, want apps/v1 DaemonSet", ds.APIVersion, ds.Kind)
+	}
+	if ds.Name == "" || ds.Namespace == "" {
+		return fmt.Errorf("metadata.name and metadata.namespace are required")
+	}
+	if ds.Spec.Selector == nil {
+		return fmt.Errorf("spec.selector is required")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+		return fmt.Errorf("spec.selector must be non-empty and match spec.template.metadata.labels")
+	}
+	spec := &ds.Spec.Template.Spec
+	if len(spec.Containers) == 0 {
+		return fmt.Errorf("spec.template.spec.containers is required")
+	}
+	var names []string
+	for _, list := range containerLists {
+		for _, c := range list.containers(spec) {
+			if c.Name == "" || c.Image == "" || slices.Contains(names, c.Name) {
+				return fmt.Errorf("every container needs a unique name and an image")
+			}
+			names = append(names, c.Name)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && !strings.HasPrefix(v.HostPath.Path, "/") {
+			return fmt.Errorf("hostPath %q must be absolute", v.HostPath.Path)
+		}
+	}
+	us := ds.Spec.UpdateStrategy
+	if us.Type != "" && us.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		return nil
+	}
+	unavailable, surge := intstr.FromInt32(1), intstr.FromInt32(0) // the apps/v1 defaults
+	if ru := us.RollingUpdate; ru != nil {
+		if ru.MaxUnavailable != nil {
+			unavailable = *ru.MaxUnavailable
+		}
+		if ru.MaxSurge != nil {
+			surge = *ru.MaxSurge
+		}
+	}
+	u, err := intOrPercentValue(unavailable)
+	if err != nil {
+		return fmt.Errorf("maxUnavailable: %w", err)
+	}
+	s, err := intOrPercentValue(surge)
+	if err != nil {
+		return fmt.Errorf("maxSurge: %w", err)
+	}
+	switch {
+	case u != 0 && s != 0:
+		return fmt.Errorf("maxSurge may not be set when maxUnavailable is non-zero")
+	case u == 0 && s == 0:
+		return fmt.Errorf("maxUnavailable may not be 0 when maxSurge is 0")
+	}
+	return nil
+}
+
+// intOrPercentValue mirrors apps validation: a non-negative integer or a
+// percentage of at most 100%.
+func intOrPercentValue(v intstr.IntOrString) (int, error) {
+	if v.Type == intstr.Int {
+		if v.IntVal < 0 {
+			return 0, fmt.Errorf("must be greater than or equal to 0")
+		}
+		return int(v.IntVal), nil
+	}
+	if !percentPattern.MatchString(v.StrVal) {
+		return 0, fmt.Errorf("%q must be an integer or percentage", v.StrVal)
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	if err != nil || n > 100 {
+		return 0, fmt.Errorf("must not be greater than 100%%")
+	}
+	return n, nil
+}

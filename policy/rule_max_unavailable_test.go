@@ -1,0 +1,138 @@
+package policy
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestCheckMaxUnavailable(t *testing.T) {
+	const muField = "spec.updateStrategy.rollingUpdate.maxUnavailable"
+	defaults := defaultMaxUnavailableParams()
+	count2 := MaxUnavailableParams{MaxPercent: 25, MaxCount: 2}
+	count1 := MaxUnavailableParams{MaxPercent: 25, MaxCount: 1}
+	mu := func(v *intstr.IntOrString) func(*appsv1.DaemonSet) { return withRollingUpdate(v, nil) }
+	malformed := func(what ...string) []wantFinding { return []wantFinding{{field: muField, msg: what}} }
+
+	tests := []struct {
+		name   string
+		ds     *appsv1.DaemonSet
+		params MaxUnavailableParams
+		want   []wantFinding
+	}{
+		{name: "1 under the defaults", ds: newDS(), params: defaults},
+		{name: "rollingUpdate unset is 1", ds: newDS(withoutRollingUpdate), params: defaults},
+		{name: "maxUnavailable unset is 1", ds: newDS(mu(nil)), params: defaults},
+		{name: "unset is a count of 1, within a count cap of 1", ds: newDS(mu(nil)), params: count1},
+		{name: "unset is a count, not a percentage", ds: newDS(mu(nil)), params: MaxUnavailableParams{MaxPercent: 0}},
+		{name: "unset under the tightest caps", ds: newDS(mu(nil)), params: MaxUnavailableParams{MaxPercent: 0, MaxCount: 1}},
+		{name: "explicit 1 under the tightest caps", ds: newDS(mu(intOrInt(1))), params: MaxUnavailableParams{MaxPercent: 0, MaxCount: 1}},
+		{name: "count above a cap of 1", ds: newDS(mu(intOrInt(2))), params: count1,
+			want: []wantFinding{{field: muField, prefix: "maxUnavailable 2 is above the cap of 1: a rollout may blind 2 nodes at once"}}},
+		{name: "large count without a count cap", ds: newDS(mu(intOrInt(50))), params: defaults},
+		{name: "count at the cap", ds: newDS(mu(intOrInt(2))), params: count2},
+		{name: "count above the cap", ds: newDS(mu(intOrInt(3))), params: count2,
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 3 is above the cap of 2", "a rollout may blind 3 nodes at once"}}}},
+		{name: "0 with maxSurge", ds: newDS(withRollingUpdate(intOrInt(0), intOrInt(1))), params: count1},
+		{name: "25% at the default cap", ds: newDS(mu(intOrString("25%"))), params: defaults},
+		{name: "0% with maxSurge", ds: newDS(withRollingUpdate(intOrString("0%"), intOrInt(1))), params: defaults},
+		{name: "50% above the default cap", ds: newDS(mu(intOrString("50%"))), params: defaults,
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 50% is above the 25% cap", "a rollout may blind 50% of the nodes at once"}}}},
+		{name: "leading zeros at the cap", ds: newDS(mu(intOrString("025%"))), params: defaults},
+		{name: "leading zeros above the cap", ds: newDS(mu(intOrString("050%"))), params: defaults,
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 50% is above the 25% cap"}}}},
+		{name: "100%", ds: newDS(mu(intOrString("100%"))), params: defaults,
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 100% is above the 25% cap", "may blind 100% of the nodes"}}}},
+		{name: "percentage above a lower cap", ds: newDS(mu(intOrString("25%"))), params: MaxUnavailableParams{MaxPercent: 10},
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 25% is above the 10% cap", "may blind 25% of the nodes"}}}},
+		{name: "percentage is judged by maxPercent, not maxCount", ds: newDS(mu(intOrString("10%"))), params: count1},
+		{name: "strategy type unset defaults to RollingUpdate", ds: newDS(mu(intOrString("50%")), withStrategyType("")), params: defaults,
+			want: []wantFinding{{field: muField, msg: []string{"maxUnavailable 50%"}}}},
+		{name: "OnDelete", ds: newDS(mu(intOrString("100%")), withStrategyType(appsv1.OnDeleteDaemonSetStrategyType)), params: defaults},
+		{name: "malformed string", ds: newDS(mu(intOrString("abc"))), params: defaults,
+			want: malformed(`maxUnavailable "abc"`, "neither an integer nor a percentage")},
+		{name: "number as a string", ds: newDS(mu(intOrString("50"))), params: defaults,
+			want: malformed(`maxUnavailable "50"`, "neither an integer nor a percentage")},
+		{name: "negative percentage", ds: newDS(mu(intOrString("-5%"))), params: defaults,
+			want: malformed(`maxUnavailable "-5%"`, "between 0% and 100%")},
+		{name: "above 100%", ds: newDS(mu(intOrString("101%"))), params: defaults,
+			want: malformed(`maxUnavailable "101%"`, "between 0% and 100%")},
+		{name: "fractional percentage", ds: newDS(mu(intOrString("5.5%"))), params: defaults,
+			want: malformed(`maxUnavailable "5.5%"`, "whole-number percentage")},
+		{name: "signed percentage", ds: newDS(mu(intOrString("+5%"))), params: defaults,
+			want: malformed(`maxUnavailable "+5%"`, "whole-number percentage")},
+		{name: "space before the number", ds: newDS(mu(intOrString(" 5%"))), params: defaults,
+			want: malformed(`maxUnavailable " 5%"`, "whole-number percentage")},
+		{name: "percent sign only", ds: newDS(mu(intOrString("%"))), params: defaults,
+			want: malformed(`maxUnavailable "%"`, "whole-number percentage")},
+		{name: "negative count", ds: newDS(mu(intOrInt(-1))), params: defaults,
+			want: malformed("maxUnavailable -1", "must not be negative")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFindings(t, checkMaxUnavailable(tt.ds, testEnv(), &tt.params), tt.want)
+		})
+	}
+
+	// Unset, maxUnavailable defaults to 1, and every valid cap (maxCount 0
+	// for none or at least 1; any maxPercent, which judges percentages only)
+	// admits 1: the unset case never draws a finding.
+	t.Run("unset never draws a finding", func(t *testing.T) {
+		unset := map[string]*appsv1.DaemonSet{
+			"rollingUpdate unset":                  newDS(withoutRollingUpdate),
+			"maxUnavailable unset":                 newDS(mu(nil)),
+			"maxUnavailable unset with maxSurge 0": newDS(withRollingUpdate(nil, intOrInt(0))),
+			"strategy and rollingUpdate unset":     newDS(withStrategyType(""), withoutRollingUpdate),
+			"strategy unset, maxUnavailable unset": newDS(withStrategyType(""), mu(nil)),
+		}
+		for name, ds := range unset {
+			for _, percent := range []int{0, 1, 25, 100} {
+				for _, count := range []int{0, 1, 2} {
+					p := MaxUnavailableParams{MaxPercent: percent, MaxCount: count}
+					if errs := p.validate(field.NewPath("p")); len(errs) > 0 {
+						t.Fatalf("%+v is not a valid config: %v", p, errs)
+					}
+					if fs := checkMaxUnavailable(ds, testEnv(), &p); len(fs) > 0 {
+						t.Errorf("%s, %+v: got\n%s", name, p, describeFindings(fs))
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestMaxUnavailableParams_Validate(t *testing.T) {
+	fp := field.NewPath("rules", maxUnavailableID, "parameters")
+	tests := []struct {
+		name   string
+		params MaxUnavailableParams
+		want   []fieldErr
+	}{
+		{name: "defaults", params: defaultMaxUnavailableParams()},
+		{name: "bounds", params: MaxUnavailableParams{MaxPercent: 100, MaxCount: 0}},
+		{name: "zero percent", params: MaxUnavailableParams{MaxPercent: 0, MaxCount: 5}},
+		{name: "negative percent", params: MaxUnavailableParams{MaxPercent: -1},
+			want: []fieldErr{{field: fp.String() + ".maxPercent", typ: field.ErrorTypeInvalid, detail: "between 0 and 100"}}},
+		{name: "percent above 100", params: MaxUnavailableParams{MaxPercent: 101},
+			want: []fieldErr{{field: fp.String() + ".maxPercent", typ: field.ErrorTypeInvalid}}},
+		{name: "negative count", params: MaxUnavailableParams{MaxPercent: 25, MaxCount: -1},
+			want: []fieldErr{{field: fp.String() + ".maxCount", typ: field.ErrorTypeInvalid, detail: "0 (no cap)"}}},
+		{name: "both", params: MaxUnavailableParams{MaxPercent: 200, MaxCount: -3}, want: []fieldErr{
+			{field: fp.String() + ".maxPercent", typ: field.ErrorTypeInvalid},
+			{field: fp.String() + ".maxCount", typ: field.ErrorTypeInvalid},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFieldErrors(t, tt.params.validate(fp), tt.want)
+		})
+	}
+
+	t.Run("Compile reports it", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rules.MaxUnavailable.Parameters.MaxCount = -1
+		compileErr(t, cfg, "rules.max-unavailable.parameters.maxCount")
+	})
+}

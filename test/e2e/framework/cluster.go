@@ -1,0 +1,292 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Namespace is where dsguard runs in the tests, as the chart's default.
+const Namespace = "dsguard-system"
+
+// Cluster is a running control plane with dsguard serving it.
+type Cluster struct {
+	Root       string
+	Tools      string
+	Kubeconfig string
+	// WebhookURL is where the API server reaches dsguard.
+	WebhookURL string
+
+	env        *envtest.Environment
+	dir        string
+	dsguard    *exec.Cmd
+	dsguardLog string
+	healthAddr string
+	exited     chan error
+}
+
+// Options tune Start.
+type Options struct {
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
+// serve` against them with a freshly generated serving certificate, and
+// installs the chart's ValidatingWebhookConfiguration and policy ConfigMap
+// pointed at the local process. Stop undoes all of it.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	logw := opts.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(logw, format+"\n", args...) }
+
+	c := &Cluster{}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.Root, err = RepoRoot(); err != nil {
+		return nil, err
+	}
+	if c.Tools, err = ToolsDir(c.Root); err != nil {
+		return nil, err
+	}
+	if c.dir, err = os.MkdirTemp("", "dsguard-e2e-"); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	bin, err := BuildDsguard(c.Root, c.dir)
+	if err != nil {
+		return nil, err
+	}
+	logf("built dsguard in %s", since(start))
+
+	start = time.Now()
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory:    c.Tools,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if _, err = c.env.Start(); err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err = os.WriteFile(c.Kubeconfig, c.env.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	logf("started etcd and kube-apiserver in %s", since(start))
+
+	// envtest generated a CA and a serving certificate for localhost.
+	wio := &c.env.WebhookInstallOptions
+	c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	if err = c.startDsguard(ctx, bin, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort); err != nil {
+		return nil, err
+	}
+	logf("dsguard is ready at %s", c.WebhookURL)
+
+	for _, ns := range []string{Namespace, "monitoring", "logging"} {
+		if r := c.Kubectl(ctx, "", "create", "namespace", ns); r.Err != nil {
+			return nil, r.Error()
+		}
+	}
+	if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(wio.LocalServingCAData)); err != nil {
+		return nil, err
+	}
+	if err = c.waitForWebhook(ctx); err != nil {
+		return nil, err
+	}
+	logf("webhook configuration from charts/dsguard installed and answering")
+	return c, nil
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, port int) error {
+	hp, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.healthAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(hp))
+	c.dsguardLog = filepath.Join(c.dir, "dsguard.log")
+	logFile, err := os.Create(c.dsguardLog)
+	if err != nil {
+		return err
+	}
+	c.dsguard = exec.Command(bin, "serve",
+		"--kubeconfig", c.Kubeconfig,
+		"--namespace", Namespace,
+		"--host", host, "--port", strconv.Itoa(port), "--cert-dir", certDir,
+		"--health-probe-bind-address", c.healthAddr,
+		"--metrics-bind-address", "0",
+		"--shutdown-timeout", "5s",
+	)
+	c.dsguard.Stdout, c.dsguard.Stderr = logFile, logFile
+	// If the test process dies, dsguard dies with it.
+	c.dsguard.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.dsguard.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting dsguard: %w", err)
+	}
+	c.exited = make(chan error, 1)
+	go func() { c.exited <- c.dsguard.Wait(); logFile.Close() }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.exited:
+			c.exited <- err
+			return fmt.Errorf("dsguard exited early (%v):\n%s", err, c.DsguardLog())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := http.Get("http://" + c.healthAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("dsguard not ready after 60s:\n%s", c.DsguardLog())
+}
+
+// DsguardLog returns what dsguard has logged so far.
+func (c *Cluster) DsguardLog() string {
+	data, _ := os.ReadFile(c.dsguardLog)
+	return string(data)
+}
+
+// Helm runs the built helm binary.
+func (c *Cluster) Helm(ctx context.Context, args ...string) Result {
+	return run(ctx, "", filepath.Join(c.Tools, "helm"), c.Root, args...)
+}
+
+// InstallFromChart renders the chart's ValidatingWebhookConfiguration and
+// policy ConfigMap, pointed at the local dsguard, and applies them with kubectl.
+func (c *Cluster) InstallFromChart(ctx context.Context, caBundle string) error {
+	r := c.Helm(ctx, "template", "dsguard", "charts/dsguard", "--namespace", Namespace,
+		"--set", "webhook.url="+c.WebhookURL, "--set", "webhook.caBundle="+caBundle,
+		"--show-only", "templates/validatingwebhookconfiguration.yaml",
+		"--show-only", "templates/policy-configmap.yaml")
+	if r.Err != nil {
+		return r.Error()
+	}
+	if a := c.Kubectl(ctx, r.Stdout, "apply", "-f", "-"); a.Err != nil {
+		return a.Error()
+	}
+	return nil
+}
+
+// waitForWebhook waits until the API server calls dsguard: a dry-run of a
+// DaemonSet dsguard denies comes back denied by dsguard.
+func (c *Cluster) waitForWebhook(ctx context.Context) error {
+	manifest, err := os.ReadFile(filepath.Join(c.Root, "examples", "node-exporter.yaml"))
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var last Result
+	for time.Now().Before(deadline) {
+		last = c.Kubectl(ctx, string(manifest), "apply", "--dry-run=server", "-f", "-")
+		if strings.Contains(last.Stderr, "dsguard") {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("the API server does not call dsguard after 30s; last kubectl output: %s %s\ndsguard log:\n%s",
+		last.Stdout, last.Stderr, c.DsguardLog())
+}
+
+// Stop stops dsguard gracefully, then the control plane, and removes the
+// temporary files. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	if c.dsguard != nil && c.dsguard.Process != nil {
+		_ = c.dsguard.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(15 * time.Second):
+			_ = c.dsguard.Process.Kill()
+			<-c.exited
+		}
+		c.dsguard = nil
+	}
+	if c.env != nil {
+		_ = c.env.Stop()
+		c.env = nil
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+		c.dir = ""
+	}
+}
+
+// Result is the outcome of one command.
+type Result struct {
+	Command  string
+	Stdout   string
+	Stderr   string
+	ExitCode int
+	Err      error
+}
+
+// Error describes a failed command with its output.
+func (r Result) Error() error {
+	if r.Err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %v\nstdout: %s\nstderr: %s", r.Command, r.Err, r.Stdout, r.Stderr)
+}
+
+// Kubectl runs the built kubectl (never the machine's) with the cluster's
+// kubeconfig; stdin may be empty.
+func (c *Cluster) Kubectl(ctx context.Context, stdin string, args ...string) Result {
+	return run(ctx, stdin, filepath.Join(c.Tools, "kubectl"), c.Root,
+		append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+}
+
+func run(ctx context.Context, stdin, bin, dir string, args ...string) Result {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := Result{Command: filepath.Base(bin) + " " + strings.Join(args, " "), Stdout: out.String(), Stderr: errb.String(), Err: err}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.ExitCode = ee.ExitCode()
+	} else if err != nil {
+		r.ExitCode = -1
+	}
+	return r
+}

@@ -1,0 +1,51 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Node describes a node to create.
+type Node struct {
+	Name   string
+	Labels map[string]string
+	// Taints in kubectl's form, e.g. "node-role.kubernetes.io/control-plane:NoSchedule".
+	Taints []string
+}
+
+// SmallCluster is the node set the scenarios model: one tainted control-plane
+// node and three workers, one of them a GPU node.
+var SmallCluster = []Node{
+	{Name: "cp-1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""},
+		Taints: []string{"node-role.kubernetes.io/control-plane:NoSchedule"}},
+	{Name: "worker-1"},
+	{Name: "worker-2"},
+	{Name: "worker-3", Labels: map[string]string{"gpu": "true"}},
+}
+
+// CreateNodes creates the nodes with kubectl and makes them ready as far as
+// scheduling goes: the API server's admission adds
+// node.kubernetes.io/not-ready:NoSchedule to every new Node (a kubelet's node
+// lifecycle controller would lift it), and daemon Pods do not tolerate it.
+func (c *Cluster) CreateNodes(ctx context.Context, nodes []Node) error {
+	var b strings.Builder
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n", n.Name)
+		fmt.Fprintf(&b, "    kubernetes.io/hostname: %s\n    kubernetes.io/os: linux\n    kubernetes.io/arch: amd64\n", n.Name)
+		for k, v := range n.Labels {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+	}
+	if r := c.Kubectl(ctx, b.String(), "create", "-f", "-"); r.Err != nil {
+		return r.Error()
+	}
+	for _, n := range nodes {
+		args := []string{"taint", "nodes", n.Name, "node.kubernetes.io/not-ready:NoSchedule-"}
+		args = append(args, n.Taints...)
+		if r := c.Kubectl(ctx, "", args...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+			return r.Error()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package framework
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ToolsDir returns the directory with kube-apiserver, etcd, kubectl,
+// kube-controller-manager and helm: $DSGUARD_TOOLS_DIR, or what
+// hack/tools.sh builds (a no-op costing milliseconds once cached).
+func ToolsDir(root string) (string, error) {
+	if dir := os.Getenv("DSGUARD_TOOLS_DIR"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "tools.sh"), "--print-dir")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/tools.sh: %v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// BuildDsguard builds the dsguard binary into dir, exactly as `make build` does.
+func BuildDsguard(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "dsguard")
+	cmd := exec.Command("make", "-s", "build", "BIN_DIR="+dir)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make build: %v: %s", err, out)
+	}
+	return bin, nil
+}
