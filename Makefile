@@ -18,14 +18,28 @@ build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
-test: ## Run every test CI runs (vet, unit, docs drift), printing each stage's duration
-	@hack/stage.sh "go vet" $(GO) vet ./...
-	@hack/stage.sh "unit tests" $(GO) test -count=1 ./...
-	@hack/stage.sh "gofmt" hack/check-gofmt.sh
+test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, e2e; prints each stage's duration
+	@start=$$(date +%s); \
+	hack/stage.sh "go vet" $(GO) vet ./... && \
+	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
+	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
+	hack/stage.sh "Kubernetes binaries (hack/tools.sh)" hack/tools.sh && \
+	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e; \
+	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
+
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 
 .PHONY: unit
-unit: ## Run the unit tests only
-	$(GO) test ./...
+unit: ## Run the unit tests only (no control plane)
+	$(GO) test $(UNIT_PKGS)
+
+.PHONY: e2e
+e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl
+	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | hack/e2e-summary.sh
+
+.PHONY: demo
+demo: tools ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
+	@hack/run-isolated.sh $(GO) run ./test/e2e/demo
 
 .PHONY: bench
 bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonSet)

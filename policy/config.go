@@ -222,10 +222,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(cfg); err != nil {
 		return nil, &ConfigError{Problems: yamlProblems(err)}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, &ConfigError{Problems: []ConfigProblem{{Line: extra.Line,
-			Message: "more than one YAML document: a policy is exactly one PolicyConfig"}}}
+	// Further documents are an error unless empty (a trailing "---").
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || !isEmptyDocument(&extra) {
+			return nil, &ConfigError{Problems: []ConfigProblem{{Line: extra.Line,
+				Message: "more than one YAML document: a policy is exactly one PolicyConfig"}}}
+		}
 	}
 	if errs := ValidateConfig(cfg); len(errs) > 0 {
 		problems := make([]ConfigProblem, 0, len(errs))

@@ -934,3 +934,17 @@ func TestLineOf(t *testing.T) {
 		t.Errorf("lineOf on an empty node = %d, want 0", got)
 	}
 }
+
+func TestParseConfig_TrailingSeparatorAndEmptyBypass(t *testing.T) {
+	if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n")); err != nil {
+		t.Errorf("a trailing --- must be accepted: %v", err)
+	}
+	if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n---\nenforcement: warn\n")); err == nil {
+		t.Error("a second non-empty document must be refused")
+	}
+	_, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass:\n  users: [\"\"]\n  groups: [ops, \"\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 4: bypass.users[0]: Invalid value") ||
+		!strings.Contains(err.Error(), "bypass.groups[1]: Invalid value") {
+		t.Errorf("empty bypass entries: got %v", err)
+	}
+}

@@ -41,6 +41,10 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 		namespace = "default"
 	}
 	env.Policy = p
+	if env.Now.IsZero() {
+		// A zero time would make every exemption eternal.
+		env.Now = time.Now()
+	}
 	ceiling := p.ceilingFor(namespace)
 	var out []Finding
 	for i := range p.rules {

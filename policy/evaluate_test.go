@@ -541,7 +541,7 @@ func TestEvaluateExemptionExpiresAtEndOfDay(t *testing.T) {
 	}{
 		{time.Date(2026, 3, 15, 23, 59, 59, 0, time.UTC), ActionAudit},
 		{time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC), ActionDeny},
-		{time.Time{}, ActionAudit}, // no clock: an expiry cannot have passed
+		{time.Time{}, ActionDeny}, // no clock: Evaluate judges against the current time
 	} {
 		fs := Evaluate(ds, Env{Now: tt.now})
 		if got := actionOf(fs, controlPlaneTolerationID); got != tt.want {

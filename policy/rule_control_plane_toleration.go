@@ -142,11 +142,12 @@ var placementNeutralLabels = map[string]bool{
 // narrowsPlacement reports whether the template deliberately selects a subset
 // of nodes: by a label other than OS, architecture or taintKey in its
 // nodeSelector, or in every term of its required node affinity (the terms
-// are ORed, so one unrestricted term reaches every node).
+// are ORed, so one unrestricted term reaches every node). Selecting the
+// taint's own key with In or Exists aims at the tainted nodes and is not a
+// way out; NotIn or DoesNotExist on it steers clear of them deliberately.
 func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
-	neutral := func(key string) bool { return placementNeutralLabels[key] || key == taintKey }
 	for k := range spec.NodeSelector {
-		if !neutral(k) {
+		if !placementNeutralLabels[k] && k != taintKey {
 			return true
 		}
 	}
@@ -159,19 +160,24 @@ func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
 		return false
 	}
 	for _, term := range terms {
-		if !termNarrows(term, neutral) {
+		if !termNarrows(&term, taintKey) {
 			return false
 		}
 	}
 	return true
 }
 
-func termNarrows(term corev1.NodeSelectorTerm, neutral func(string) bool) bool {
-	if len(term.MatchFields) > 0 {
+// termNarrows reports whether one node selector term reaches only some
+// nodes. An empty term matches no node at all.
+func termNarrows(term *corev1.NodeSelectorTerm, taintKey string) bool {
+	if len(term.MatchFields) > 0 || len(term.MatchExpressions) == 0 {
 		return true
 	}
 	for _, req := range term.MatchExpressions {
-		if !neutral(req.Key) {
+		switch {
+		case placementNeutralLabels[req.Key]:
+		case req.Key == taintKey && (req.Operator == corev1.NodeSelectorOpIn || req.Operator == corev1.NodeSelectorOpExists):
+		default:
 			return true
 		}
 	}

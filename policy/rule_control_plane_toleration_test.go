@@ -194,6 +194,21 @@ func TestCheckControlPlaneToleration(t *testing.T) {
 			ds:     newDS(withTolerations(), withNodeSelector(map[string]string{corev1.LabelOSStable: "linux"}), withRequiredNodeAffinity(gpuPool)),
 			params: defaults},
 
+		// Steering clear of the tainted nodes is deliberate narrowing;
+		// aiming at them is not.
+		{name: "affinity DoesNotExist on the taint key deliberately avoids those nodes",
+			ds:     newDS(withTolerations(), withRequiredNodeAffinity(nodeTerm(nodeReq(cpKey, corev1.NodeSelectorOpDoesNotExist)))),
+			params: defaults},
+		{name: "affinity NotIn on the taint key deliberately avoids those nodes",
+			ds:     newDS(withTolerations(), withRequiredNodeAffinity(nodeTerm(nodeReq(cpKey, corev1.NodeSelectorOpNotIn, "")))),
+			params: defaults},
+		{name: "affinity In on the taint key aims at those nodes and is checked",
+			ds:     newDS(withTolerations(), withRequiredNodeAffinity(nodeTerm(nodeReq(cpKey, corev1.NodeSelectorOpIn, "")))),
+			params: defaults, want: missingCP},
+		// An empty term matches no node, so it adds no reach to a pool term.
+		{name: "a pool term ORed with an empty term narrows placement",
+			ds: newDS(withTolerations(), withRequiredNodeAffinity(gpuPool, corev1.NodeSelectorTerm{})), params: defaults},
+
 		// Required node affinity terms are ORed: one term that only names
 		// OS or architecture reaches every node of that OS.
 		{name: "ORed terms, one of them only on os, are still checked",

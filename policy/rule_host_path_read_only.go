@@ -73,7 +73,7 @@ func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *Env, p *HostPathReadOnlyPara
 					Field: list.path(i).Child("volumeMounts").Index(j).Child("readOnly"),
 					Message: fmt.Sprintf("%s %q mounts hostPath %s writable on every node it covers",
 						list.noun(&c), c.Name, hp.Path),
-					Remediation: fmt.Sprintf("set readOnly: true on the %q mount of container %q.", m.Name, c.Name),
+					Remediation: fmt.Sprintf("set readOnly: true on the %q mount of %s %q.", m.Name, list.noun(&c), c.Name),
 				})
 			}
 		}

@@ -41,7 +41,7 @@ func checkImagePinned(ds *appsv1.DaemonSet, _ *Env, p *ImagePinnedParams) []Find
 			out = append(out, Finding{
 				Field:       list.path(i).Child("image"),
 				Message:     fmt.Sprintf("%s %q image %q %s: nodes may run different builds", list.noun(&c), c.Name, c.Image, problem),
-				Remediation: fmt.Sprintf("pin container %q to a version tag or a digest.", c.Name),
+				Remediation: fmt.Sprintf("pin %s %q to a version tag or a digest.", list.noun(&c), c.Name),
 			})
 		}
 	}

@@ -30,7 +30,7 @@ func checkPrivileged(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 			out = append(out, Finding{
 				Field:       list.path(i).Child("securityContext", "privileged"),
 				Message:     fmt.Sprintf("%s %q runs privileged on every node it covers", list.noun(&c), c.Name),
-				Remediation: fmt.Sprintf("drop privileged from container %q and grant only the capabilities it needs.", c.Name),
+				Remediation: fmt.Sprintf("drop privileged from %s %q and grant only the capabilities it needs.", list.noun(&c), c.Name),
 			})
 		}
 	}

@@ -29,10 +29,9 @@ func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	if !isRollingUpdate(ds) || ru == nil || ru.MaxSurge == nil {
 		return nil
 	}
-	surgePath := rollingUpdatePath.Child("maxSurge")
 	surges, err := resolvesAboveZero(ru.MaxSurge)
 	if err != nil {
-		return []Finding{{Field: surgePath, Message: fmt.Sprintf("maxSurge %s: %v", quoteIntOrString(ru.MaxSurge), err),
+		return []Finding{{Field: rollingUpdatePath.Child("maxSurge"), Message: fmt.Sprintf("maxSurge %s: %v", quoteIntOrString(ru.MaxSurge), err),
 			Remediation: "set maxSurge to a non-negative integer or a percentage such as \"0\" or \"25%\"."}}
 	}
 	if !surges {
@@ -43,21 +42,26 @@ func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	for _, list := range containerLists {
 		for _, c := range list.containers(spec) {
 			for _, port := range c.Ports {
+				// Only containers that run for the Pod's life hold a port
+				// while the surge Pod starts: a plain init container of
+				// the old Pod has exited, and the scheduler ignores its
+				// hostPorts (scheduler util.GetHostPorts).
+				if !list.runsAlongside(&c) {
+					continue
+				}
 				switch {
 				// Under hostNetwork every declared port is bound on the
-				// node itself, by init containers too.
+				// node itself.
 				case spec.HostNetwork && port.ContainerPort > 0:
-					ports = append(ports, fmt.Sprintf("port %d under hostNetwork (%s %s)", port.ContainerPort, list.noun(&c), c.Name))
-				// Otherwise the scheduler reserves the hostPorts of
-				// containers that run for the Pod's life, not of plain
-				// init containers (scheduler util.GetHostPorts).
-				case port.HostPort > 0 && list.runsAlongside(&c):
-					ports = append(ports, fmt.Sprintf("hostPort %d (%s %s)", port.HostPort, list.noun(&c), c.Name))
+					ports = append(ports, fmt.Sprintf("port %d under hostNetwork (%s %q)", port.ContainerPort, list.noun(&c), c.Name))
+				case port.HostPort > 0:
+					ports = append(ports, fmt.Sprintf("hostPort %d (%s %q)", port.HostPort, list.noun(&c), c.Name))
 				}
 			}
 		}
 	}
 	surge := quoteIntOrString(ru.MaxSurge)
+	surgePath := rollingUpdatePath.Child("maxSurge")
 	switch {
 	case len(ports) > 0:
 		return []Finding{{

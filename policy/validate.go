@@ -38,6 +38,16 @@ func ValidateConfig(c *Config) field.ErrorList {
 	if c.Ratcheting == nil {
 		errs = append(errs, field.Required(field.NewPath("ratcheting"), "true or false"))
 	}
+	for _, b := range []struct {
+		name string
+		list []string
+	}{{"users", c.Bypass.Users}, {"groups", c.Bypass.Groups}} {
+		for i, v := range b.list {
+			if v == "" {
+				errs = append(errs, field.Invalid(field.NewPath("bypass", b.name).Index(i), v, "must not be empty"))
+			}
+		}
+	}
 	nsPath := field.NewPath("namespaceEnforcement")
 	for i, ne := range c.NamespaceEnforcement {
 		p := nsPath.Index(i)

@@ -57,8 +57,10 @@ func noTolerations(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = n
 func halfFleet(ds *appsv1.DaemonSet) {
 	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("50%"))
 }
-func latestImage(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "example/agent:latest" }
-func relabel(ds *appsv1.DaemonSet)     { ds.Labels["team"] = "observability" }
+func latestImage(ds *appsv1.DaemonSet) {
+	ds.Spec.Template.Spec.Containers[0].Image = "example/agent:latest"
+}
+func relabel(ds *appsv1.DaemonSet) { ds.Labels["team"] = "observability" }
 func inNamespace(ns string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Namespace = ns }
 }
@@ -142,21 +144,27 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 			allowed: true, code: http.StatusOK,
 		},
 		{
-			name:    "CREATE without tolerations is denied with the rule, field and fix",
-			req:     func(t *testing.T) admission.Request { return request(t, admissionv1.Create, compliantDS(noTolerations), nil) },
+			name: "CREATE without tolerations is denied with the rule, field and fix",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(noTolerations), nil)
+			},
 			allowed: false, code: http.StatusForbidden,
 			message: "DaemonSet monitoring/node-exporter breaks 1 dsguard coverage rule:\n" + cpDeny,
 		},
 		{
-			name:    "dry-run CREATE gets the identical verdict",
-			req:     func(t *testing.T) admission.Request { return dryRun(request(t, admissionv1.Create, compliantDS(noTolerations), nil)) },
+			name: "dry-run CREATE gets the identical verdict",
+			req: func(t *testing.T) admission.Request {
+				return dryRun(request(t, admissionv1.Create, compliantDS(noTolerations), nil))
+			},
 			allowed: false, code: http.StatusForbidden,
 			message: "DaemonSet monitoring/node-exporter breaks 1 dsguard coverage rule:\n" + cpDeny,
 		},
 		{
-			name:     "CREATE with warn findings is allowed with one warning each",
-			req:      func(t *testing.T) admission.Request { return request(t, admissionv1.Create, compliantDS(halfFleet, latestImage), nil) },
-			allowed:  true, code: http.StatusOK,
+			name: "CREATE with warn findings is allowed with one warning each",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(halfFleet, latestImage), nil)
+			},
+			allowed: true, code: http.StatusOK,
 			warnings: []string{
 				`image-pinned: container "node-exporter" image "example/agent:latest" uses :latest: nodes may run different builds`,
 				halfFleetWarning,
@@ -198,7 +206,7 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 			},
 			allowed: false, code: http.StatusForbidden,
 			msgContains: "breaks 1 dsguard coverage rule:\n[control-plane-toleration]",
-			warnings: []string{`image-pinned: container "node-exporter" image "example/agent:latest" uses :latest: nodes may run different builds`},
+			warnings:    []string{`image-pinned: container "node-exporter" image "example/agent:latest" uses :latest: nodes may run different builds`},
 		},
 		{
 			name: "UPDATE with a deletionTimestamp (finalizer removal) is never denied",
@@ -216,15 +224,19 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 			},
 		},
 		{
-			name:    "kube-system only warns by default",
-			req:     func(t *testing.T) admission.Request { return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("kube-system")), nil) },
+			name: "kube-system only warns by default",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("kube-system")), nil)
+			},
 			allowed: true, code: http.StatusOK,
 			warnings: []string{"control-plane-toleration: no toleration for node-role.kubernetes.io/control-plane:NoSchedule: " +
 				"skips every node with that taint, unseen in desiredNumberScheduled"},
 		},
 		{
-			name:    "dsguard's own namespace is never evaluated",
-			req:     func(t *testing.T) admission.Request { return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace(ownNamespace)), nil) },
+			name: "dsguard's own namespace is never evaluated",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace(ownNamespace)), nil)
+			},
 			allowed: true, code: http.StatusOK, message: "dsguard does not judge its own namespace",
 		},
 		{
@@ -237,8 +249,10 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 				"skips every node with that taint, unseen in desiredNumberScheduled (exempted: control plane runs its own exporter)"},
 		},
 		{
-			name:    "DELETE is not judged",
-			req:     func(t *testing.T) admission.Request { return request(t, admissionv1.Delete, nil, compliantDS(noTolerations)) },
+			name: "DELETE is not judged",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Delete, nil, compliantDS(noTolerations))
+			},
 			allowed: true, code: http.StatusOK, message: "dsguard only judges CREATE and UPDATE",
 		},
 		{

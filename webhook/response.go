@@ -15,8 +15,8 @@ import (
 // 256 characters and the rest are dropped; a warning with a newline is dropped
 // silently. dsguard stays well inside both.
 const (
-	maxWarningLen    = 256
-	warningBudget    = 2048
+	maxWarningLen = 256
+	warningBudget = 2048
 )
 
 // buildResponse turns findings into the admission response: any deny finding

@@ -75,11 +75,11 @@ const (
 	cpDenied = "DaemonSet monitoring/node-exporter breaks 1 dsguard coverage rule:\n" +
 		"[control-plane-toleration] spec.template.spec.tolerations: no toleration for " +
 		"node-role.kubernetes.io/control-plane:NoSchedule"
-	cpFix      = "fix: add to spec.template.spec.tolerations: {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}"
-	surgeDeny  = "[surge-host-port] spec.updateStrategy.rollingUpdate.maxSurge: maxSurge 1 with hostPort 9100 (container node-exporter)"
-	halfWarn   = "max-unavailable: maxUnavailable 50% is above the 25% cap"
-	cpWarning  = "control-plane-toleration: no toleration for node-role.kubernetes.io/control-plane:NoSchedule"
-	dsWebhook  = "daemonsets.dsguard.io"
+	cpFix     = "fix: add to spec.template.spec.tolerations: {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}"
+	surgeDeny = "[surge-host-port] spec.updateStrategy.rollingUpdate.maxSurge: maxSurge 1 with port 9100 under hostNetwork (container \"node-exporter\")"
+	halfWarn  = "max-unavailable: maxUnavailable 50% is above the 25% cap"
+	cpWarning = "control-plane-toleration: no toleration for node-role.kubernetes.io/control-plane:NoSchedule"
+	dsWebhook = "daemonsets.dsguard.io"
 )
 
 // The scenarios run in order on one cluster; each names its objects so that

@@ -30,6 +30,8 @@ type Cluster struct {
 	Kubeconfig string
 	// WebhookURL is where the API server reaches dsguard.
 	WebhookURL string
+	// Dsguard is the path of the dsguard binary under test.
+	Dsguard string
 
 	env        *envtest.Environment
 	dir        string
@@ -72,8 +74,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	bin, err := BuildDsguard(c.Root, c.dir)
-	if err != nil {
+	if c.Dsguard, err = BuildDsguard(c.Root, c.dir); err != nil {
 		return nil, err
 	}
 	logf("built dsguard in %s", since(start))
@@ -96,7 +97,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
 	c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	if err = c.startDsguard(ctx, bin, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort); err != nil {
+	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort); err != nil {
 		return nil, err
 	}
 	logf("dsguard is ready at %s", c.WebhookURL)
