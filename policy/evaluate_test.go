@@ -182,8 +182,8 @@ func TestEvaluateSorted(t *testing.T) {
 		}
 	}
 
-	// SortFindings alone: audit after warn after deny, then rule, field,
-	// message, whatever the input order.
+	// SortFindings alone: audit after warn after deny, then rule; one
+	// rule's findings keep the order the rule reported them in.
 	shuffled := []Finding{
 		{RuleID: "b", Action: ActionAudit},
 		{RuleID: "b", Action: ActionWarn, Message: "2"},
@@ -196,7 +196,7 @@ func TestEvaluateSorted(t *testing.T) {
 	for _, f := range shuffled {
 		got = append(got, fmt.Sprintf("%s/%s/%s", f.Action, f.RuleID, f.Message))
 	}
-	if want := []string{"deny/z/", "warn/a/", "warn/b/1", "warn/b/2", "audit/b/"}; !slices.Equal(got, want) {
+	if want := []string{"deny/z/", "warn/a/", "warn/b/2", "warn/b/1", "audit/b/"}; !slices.Equal(got, want) {
 		t.Errorf("SortFindings order = %v, want %v", got, want)
 	}
 }

@@ -50,19 +50,15 @@ func (f Finding) MarshalJSON() ([]byte, error) {
 }
 
 // SortFindings orders findings deterministically: strongest action first,
-// then by rule ID, field path and message.
+// then by rule ID. Findings of one rule keep the order the rule reported them
+// in (container order, which reads better than containers[10] before
+// containers[2]); ratcheting re-sorts after changing actions.
 func SortFindings(fs []Finding) {
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		if c := cmp.Compare(b.Action.strength(), a.Action.strength()); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(a.RuleID, b.RuleID); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.FieldString(), b.FieldString()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Message, b.Message)
+		return cmp.Compare(a.RuleID, b.RuleID)
 	})
 }
 
