@@ -103,6 +103,7 @@ type RulesConfig struct {
 	Privileged             RuleConfig[NoParams]                     `yaml:"privileged"`
 	ImagePinned            RuleConfig[ImagePinnedParams]            `yaml:"image-pinned"`
 	UpdateStrategy         RuleConfig[NoParams]                     `yaml:"update-strategy"`
+	NodeCoverage           RuleConfig[NodeCoverageParams]           `yaml:"node-coverage"`
 	InvalidAnnotation      RuleConfig[NoParams]                     `yaml:"invalid-annotation"`
 }
 
@@ -130,6 +131,7 @@ func (rc *RulesConfig) entries() []ruleEntry {
 		{privilegedID, &rc.Privileged},
 		{imagePinnedID, &rc.ImagePinned},
 		{updateStrategyID, &rc.UpdateStrategy},
+		{nodeCoverageID, &rc.NodeCoverage},
 		{invalidAnnotationID, &rc.InvalidAnnotation},
 	}
 }
@@ -156,6 +158,7 @@ func DefaultConfig() *Config {
 	}
 	c.Rules.ControlPlaneToleration.Parameters = defaultControlPlaneTolerationParams()
 	c.Rules.MaxUnavailable.Parameters = defaultMaxUnavailableParams()
+	c.Rules.NodeCoverage.Parameters = defaultNodeCoverageParams()
 	for _, e := range c.Rules.entries() {
 		r, _ := builtinRules.Get(e.id)
 		e.cfg.setAction(r.DefaultAction)

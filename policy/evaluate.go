@@ -14,15 +14,24 @@ type Env struct {
 	Now time.Time
 	// Nodes is the cluster's node set, or nil when it is not known (offline
 	// check without --nodes); rules that need nodes are skipped then.
-	Nodes NodeSet
+	Nodes *NodeSnapshot
+
+	// coverage caches the prediction for the DaemonSet under evaluation,
+	// shared by the rules that read it.
+	coverage *Coverage
 }
 
-// NodeSet is the view of the cluster's nodes that node-dependent rules read.
-// It is an interface so that the webhook can hand in a precomputed view
-// kept current by an informer, and check a set decoded from a file.
-type NodeSet interface {
-	// Len returns the number of nodes.
-	Len() int
+// Coverage returns the predicted coverage of ds on env.Nodes, computed once
+// per evaluation; nil when the nodes are not known.
+func (env *Env) Coverage(ds *appsv1.DaemonSet) *Coverage {
+	if env.Nodes == nil {
+		return nil
+	}
+	if env.coverage == nil {
+		c := PredictCoverage(ds, env.Nodes)
+		env.coverage = &c
+	}
+	return env.coverage
 }
 
 // defaultPolicy is compiled once; Policy values are immutable.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -62,6 +63,8 @@ func TestRuleFixtures(t *testing.T) {
 
 	for _, r := range Rules().Rules() {
 		t.Run(r.ID, func(t *testing.T) {
+			env := env
+			env.Nodes = readFixtureNodes(t, r)
 			for _, verdict := range []string{"allowed", "denied"} {
 				files, err := filepath.Glob(filepath.Join(fixturesDir, r.ID, verdict, "*.yaml"))
 				if err != nil {
@@ -88,6 +91,29 @@ func TestRuleFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readFixtureNodes reads testdata/rules/<rule-id>/nodes.yaml, in the form of
+// `kubectl get nodes -o yaml`, when the folder has one; rules that need nodes
+// must have it.
+func readFixtureNodes(t *testing.T, r *Rule) *NodeSnapshot {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))
+	if os.IsNotExist(err) && !r.NeedsNodes {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("rule %s needs nodes: %v", r.ID, err)
+	}
+	var list corev1.NodeList
+	if err := yaml.UnmarshalStrict(data, &list); err != nil {
+		t.Fatalf("%s/nodes.yaml: %v", r.ID, err)
+	}
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	return NewNodeSnapshot(nodes)
 }
 
 // readFixture decodes one manifest strictly (an unknown or misspelt field is

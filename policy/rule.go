@@ -110,6 +110,7 @@ var builtinRules = mustRegistry(
 	privilegedRule,
 	imagePinnedRule,
 	updateStrategyRule,
+	nodeCoverageRule,
 	invalidAnnotationRule,
 )
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,17 +81,53 @@ var controlPlaneTolerationRule = newRule(Rule{
 	}},
 }, checkControlPlaneToleration)
 
-func checkControlPlaneToleration(ds *appsv1.DaemonSet, _ *Env, p *ControlPlaneTolerationParams) []Finding {
-	spec := &ds.Spec.Template.Spec
-	// A DaemonSet pinned to one node, or narrowed by labels other than
-	// os/arch, deliberately targets a subset; node-coverage judges it
-	// against the live nodes.
+func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlaneTolerationParams) []Finding {
+	untolerated := untoleratedRequiredTaints(&ds.Spec.Template.Spec, p)
+	if len(untolerated) == 0 {
+		return nil
+	}
+	missing := make([]string, len(untolerated))
+	present := env.Nodes == nil // offline, assume the taints exist
+	for i, t := range untolerated {
+		missing[i] = t.String()
+		present = present || env.Nodes.HasTaint(t.Key, t.Value, t.Effect)
+	}
+	skips := "skips every node with that taint"
+	if cov := env.Coverage(ds); cov != nil {
+		if names := nodesSkippedFor(cov, untolerated); len(names) > 0 {
+			skips = "skips " + namesList(names, nodesNamed) + " (" + ofNodes(len(names), cov.Total) + ")"
+		}
+	}
+	f := Finding{
+		Field: tolerationsPath,
+		Message: fmt.Sprintf("no toleration for %s: %s, unseen in desiredNumberScheduled",
+			strings.Join(missing, ", "), skips),
+		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(p.Taints, missing)),
+	}
+	if !present {
+		// A managed control plane has no such nodes: nothing is skipped
+		// today, so this is advice, never a deny.
+		f.Action = ActionWarn
+		f.Message = fmt.Sprintf("no toleration for %s: no node carries it today, but such nodes would be skipped",
+			strings.Join(missing, ", "))
+	}
+	if reason, ok := intendedCoverage(ds.Annotations); ok {
+		f.Action = ActionAudit
+		f.Message = fmt.Sprintf("skips nodes tainted %s, as intended: %s", strings.Join(missing, ", "), reason)
+	}
+	return []Finding{f}
+}
+
+// untoleratedRequiredTaints returns the configured taints a daemon Pod of
+// spec would not tolerate, leaving out DaemonSets that deliberately target a
+// subset: pinned to one node, or narrowed by labels other than OS and
+// architecture (node-coverage judges those against the live nodes).
+func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationParams) []TaintConfig {
 	if spec.NodeName != "" {
 		return nil
 	}
-	var missing []string
-	for i := range p.Taints {
-		t := &p.Taints[i]
+	var out []TaintConfig
+	for _, t := range p.Taints {
 		// Selecting on the taint's own key (nodeSelector
 		// node-role.kubernetes.io/control-plane: "") aims at exactly the
 		// tainted nodes, so the toleration matters all the more.
@@ -99,23 +136,39 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, _ *Env, p *ControlPlaneTo
 		}
 		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 		if !toleratedByDaemonPod(spec, &taint) {
-			missing = append(missing, t.String())
+			out = append(out, t)
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	return out
+}
+
+// nodesSkippedFor returns the nodes the prediction skips for one of taints.
+func nodesSkippedFor(cov *Coverage, taints []TaintConfig) []string {
+	var out []string
+	for _, s := range cov.Skips {
+		if s.Kind == SkipTaint && taintIn(s.Taint, taints) {
+			out = append(out, s.Nodes...)
+		}
 	}
-	f := Finding{
-		Field: tolerationsPath,
-		Message: fmt.Sprintf("no toleration for %s: skips every node with that taint, unseen in desiredNumberScheduled",
-			strings.Join(missing, ", ")),
-		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(p.Taints, missing)),
+	sort.Strings(out)
+	return out
+}
+
+func taintIn(t corev1.Taint, taints []TaintConfig) bool {
+	for _, c := range taints {
+		if c.Key == t.Key && c.Effect == t.Effect && (c.Value == "" || c.Value == t.Value) {
+			return true
+		}
 	}
-	if reason, ok := intendedCoverage(ds.Annotations); ok {
-		f.Action = ActionAudit
-		f.Message = fmt.Sprintf("skips nodes tainted %s, as intended: %s", strings.Join(missing, ", "), reason)
+	return false
+}
+
+// namesList joins names, at most limit of them, then "and N more".
+func namesList(names []string, limit int) string {
+	if len(names) <= limit {
+		return strings.Join(names, ", ")
 	}
-	return []Finding{f}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
 }
 
 func tolerationHint(taints []TaintConfig, missing []string) string {

@@ -49,7 +49,7 @@ var maxUnavailableRule = newRule(Rule{
 	},
 }, checkMaxUnavailable)
 
-func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) []Finding {
+func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams) []Finding {
 	if !isRollingUpdate(ds) {
 		return nil
 	}
@@ -71,10 +71,17 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) 
 		if n <= p.MaxPercent {
 			return nil
 		}
+		msg := fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may blind %d%% of the nodes at once",
+			n, p.MaxPercent, n)
+		if cov := env.Coverage(ds); cov != nil && cov.Eligible > 0 {
+			// The controller rounds a percentage of desiredNumberScheduled up.
+			blind := (n*cov.Eligible + 99) / 100
+			msg = fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: %d%% of %s = %s without this agent at once",
+				n, p.MaxPercent, n, plural(cov.Eligible, "node"), plural(blind, "node"))
+		}
 		return []Finding{{
-			Field: rollingUpdatePath.Child("maxUnavailable"),
-			Message: fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may blind %d%% of the nodes at once",
-				n, p.MaxPercent, n),
+			Field:       rollingUpdatePath.Child("maxUnavailable"),
+			Message:     msg,
 			Remediation: fmt.Sprintf("set maxUnavailable to at most \"%d%%\" or to a small number such as 1.", p.MaxPercent),
 		}}
 	}
@@ -87,4 +94,11 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, _ *Env, p *MaxUnavailableParams) 
 			n, p.MaxCount, n),
 		Remediation: fmt.Sprintf("set maxUnavailable to at most %d.", p.MaxCount),
 	}}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

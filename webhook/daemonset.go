@@ -29,18 +29,28 @@ type DaemonSetHandler struct {
 	metrics *Metrics
 	// ownNamespace is never evaluated, so that dsguard can always repair itself.
 	ownNamespace string
-	now          func() time.Time
+	// nodes gives the current node snapshot; nil (or a nil snapshot) skips
+	// the node-dependent rules.
+	nodes func() *policy.NodeSnapshot
+	now   func() time.Time
 }
 
-// NewDaemonSetHandler returns the DaemonSet handler.
-func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metrics, ownNamespace string) *DaemonSetHandler {
-	return &DaemonSetHandler{
+// NewDaemonSetHandler returns the DaemonSet handler. nodes may be nil (no
+// node-dependent rules).
+func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metrics, ownNamespace string,
+	nodes *NodeView) *DaemonSetHandler {
+	h := &DaemonSetHandler{
 		decoder:      admission.NewDecoder(scheme),
 		source:       source,
 		metrics:      m,
 		ownNamespace: ownNamespace,
+		nodes:        func() *policy.NodeSnapshot { return nil },
 		now:          time.Now,
 	}
+	if nodes != nil {
+		h.nodes = nodes.Snapshot
+	}
+	return h
 }
 
 var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
@@ -86,7 +96,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) ad
 	if ds.Namespace == "" {
 		ds.Namespace = req.Namespace
 	}
-	env := policy.Env{Policy: active.Policy, Now: h.now()}
+	env := policy.Env{Policy: active.Policy, Now: h.now(), Nodes: h.nodes()}
 	findings := policy.Evaluate(ds, env)
 
 	if req.Operation == admissionv1.Update {

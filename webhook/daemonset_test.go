@@ -115,7 +115,7 @@ func newTestHandler(t *testing.T, policyYAML string) (*DaemonSetHandler, *Policy
 	} else if err := src.Load([]byte(policyYAML), "test"); err != nil {
 		t.Fatal(err)
 	}
-	h := NewDaemonSetHandler(scheme, src, m, ownNamespace)
+	h := NewDaemonSetHandler(scheme, src, m, ownNamespace, nil)
 	h.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
 	return h, src, m
 }
@@ -383,7 +383,7 @@ func TestDaemonSetHandler_NoPolicyYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := NewPolicySource(nil)
-	h := NewDaemonSetHandler(scheme, src, nil, ownNamespace)
+	h := NewDaemonSetHandler(scheme, src, nil, ownNamespace, nil)
 	resp := h.Handle(t.Context(), request(t, admissionv1.Create, compliantDS(), nil))
 	if resp.Allowed || resp.Result.Code != http.StatusServiceUnavailable {
 		t.Fatalf("before any policy: %+v", resp.Result)

@@ -18,6 +18,7 @@ func newCheckCommand() *cobra.Command {
 		configFile string
 		output     string
 		namespace  string
+		nodesFile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "check -f PATH...",
@@ -28,7 +29,8 @@ func newCheckCommand() *cobra.Command {
 			"Exit status: 0 no DaemonSet denied, 1 some DaemonSet denied, 2 usage, parse or policy error.",
 		Example: "  dsguard check -f manifests/\n" +
 			"  helm template ./chart | dsguard check -f - -o json\n" +
-			"  dsguard check -f ds.yaml --config policy.yaml",
+			"  dsguard check -f ds.yaml --config policy.yaml\n" +
+			"  kubectl get nodes -o yaml > nodes.yaml && dsguard check -f ds.yaml --nodes nodes.yaml",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -51,7 +53,21 @@ func newCheckCommand() *cobra.Command {
 			if err := set.Load(files, cmd.InOrStdin()); err != nil {
 				return err
 			}
-			rep := report.Check(&set, policy.Env{Policy: pol, Now: time.Now()}, namespace)
+			env := policy.Env{Policy: pol, Now: time.Now()}
+			if nodesFile != "" {
+				var nodes manifest.Set
+				if err := nodes.Load([]string{nodesFile}, cmd.InOrStdin()); err != nil {
+					return err
+				}
+				if len(nodes.Errors) > 0 {
+					return nodes.Errors[0]
+				}
+				if len(nodes.Nodes) == 0 {
+					return fmt.Errorf("%s holds no Node objects (want the output of kubectl get nodes -o yaml)", nodesFile)
+				}
+				env.Nodes = policy.NewNodeSnapshot(nodes.Nodes)
+			}
+			rep := report.Check(&set, env, namespace)
 			var err error
 			if output == "json" {
 				err = report.WriteJSON(cmd.OutOrStdout(), rep)
@@ -72,5 +88,6 @@ func newCheckCommand() *cobra.Command {
 	f.StringVar(&configFile, "config", "", "policy file (PolicyConfig YAML); built-in defaults when not set")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVarP(&namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none")
+	f.StringVar(&nodesFile, "nodes", "", "node set to predict coverage against (kubectl get nodes -o yaml); node rules are skipped without it")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,7 @@ type serveOptions struct {
 	metricsSecure   bool
 	probeAddr       string
 	shutdownTimeout time.Duration
+	leaderElect     bool
 	zap             zap.Options
 }
 
@@ -69,6 +71,7 @@ func newServeCommand() *cobra.Command {
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)
@@ -112,10 +115,18 @@ func runServe(o *serveOptions) error {
 				Namespaces: map[string]cache.Config{o.namespace: {}},
 				Field:      fields.OneTermEqualSelector("metadata.name", o.policyName),
 			},
+			// Nodes: only names, labels and taints are kept.
+			&corev1.Node{}: {Transform: dswebhook.StripNode},
+			// DaemonSets: the watcher reads metadata and spec.
+			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
-		Metrics:                 metricsOpts,
-		HealthProbeBindAddress:  o.probeAddr,
-		GracefulShutdownTimeout: &o.shutdownTimeout,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "dsguard-coverage",
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        o.probeAddr,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName, TLSOpts: tlsOpts,
 		}),
@@ -132,9 +143,20 @@ func runServe(o *serveOptions) error {
 	}); err != nil {
 		return err
 	}
+	nodes := &dswebhook.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
+	if err := mgr.Add(nodes); err != nil {
+		return err
+	}
+	if err := mgr.Add(&dswebhook.CoverageWatcher{
+		Cache: mgr.GetCache(), Nodes: nodes, Recorder: mgr.GetEventRecorder("dsguard"),
+		Log: ctrl.Log.WithName("coverage"), Metrics: dswebhook.NewCoverageMetrics(metrics.Registry),
+		OwnNamespace: o.namespace,
+	}); err != nil {
+		return err
+	}
 	srv := mgr.GetWebhookServer()
 	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{
-		Handler: dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace),
+		Handler: dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes),
 	})
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
@@ -143,6 +165,9 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("policy", source.ReadyCheck); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("nodes", nodes.ReadyCheck); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {

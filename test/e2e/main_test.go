@@ -25,16 +25,12 @@ func run(m *testing.M) int {
 	defer cancel()
 	start := time.Now()
 	var err error
-	cluster, err = framework.Start(ctx, framework.Options{Log: os.Stderr})
+	cluster, err = framework.Start(ctx, framework.Options{Log: os.Stderr, Nodes: framework.SmallCluster})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the control plane:", err)
 		return 1
 	}
 	defer cluster.Stop()
-	if err := cluster.CreateNodes(ctx, framework.SmallCluster); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: creating nodes:", err)
-		return 1
-	}
 	fmt.Fprintf(os.Stderr, "e2e: control plane, dsguard and nodes ready in %s\n", time.Since(start).Round(time.Millisecond))
 	code := m.Run()
 	if code != 0 {

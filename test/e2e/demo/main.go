@@ -83,7 +83,7 @@ func policyConfigMap(policy string) string {
 func run(ctx context.Context) error {
 	fmt.Println("dsguard demo: a real kube-apiserver, dsguard serving its webhook, and kubectl being rejected and warned.")
 	start := time.Now()
-	cluster, err := framework.Start(ctx, framework.Options{Log: os.Stdout})
+	cluster, err := framework.Start(ctx, framework.Options{Log: os.Stdout, Nodes: framework.SmallCluster})
 	if err != nil {
 		return err
 	}
@@ -92,9 +92,6 @@ func run(ctx context.Context) error {
 		cluster.Stop()
 		fmt.Println("done.")
 	}()
-	if err := cluster.CreateNodes(ctx, framework.SmallCluster); err != nil {
-		return err
-	}
 	fmt.Printf("cluster ready in %s\n", time.Since(start).Round(100*time.Millisecond))
 	d := &demo{ctx: ctx, cluster: cluster}
 

@@ -45,6 +45,9 @@ type Cluster struct {
 type Options struct {
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Nodes are created before dsguard starts. With a tainted control-plane
+	// node among them, Start waits until dsguard denies node-exporter.
+	Nodes []Node
 }
 
 // Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
@@ -94,6 +97,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	logf("started etcd and kube-apiserver in %s", since(start))
 
+	for _, ns := range []string{Namespace, "monitoring", "logging"} {
+		if r := c.Kubectl(ctx, "", "create", "namespace", ns); r.Err != nil {
+			return nil, r.Error()
+		}
+	}
+
+	if err = c.CreateNodes(ctx, opts.Nodes); err != nil {
+		return nil, err
+	}
+
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
 	c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
@@ -102,11 +115,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	logf("dsguard is ready at %s", c.WebhookURL)
 
-	for _, ns := range []string{Namespace, "monitoring", "logging"} {
-		if r := c.Kubectl(ctx, "", "create", "namespace", ns); r.Err != nil {
-			return nil, r.Error()
-		}
-	}
 	if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(wio.LocalServingCAData)); err != nil {
 		return nil, err
 	}
@@ -205,8 +213,9 @@ func (c *Cluster) InstallFromChart(ctx context.Context, caBundle string) error {
 	return nil
 }
 
-// waitForWebhook waits until the API server calls dsguard: a dry-run of a
-// DaemonSet dsguard denies comes back denied by dsguard.
+// waitForWebhook waits until the API server calls dsguard: a dry-run of
+// node-exporter without tolerations comes back with dsguard's verdict (a
+// deny when a control-plane node exists, else a warning).
 func (c *Cluster) waitForWebhook(ctx context.Context) error {
 	manifest, err := os.ReadFile(filepath.Join(c.Root, "examples", "node-exporter.yaml"))
 	if err != nil {
@@ -216,7 +225,7 @@ func (c *Cluster) waitForWebhook(ctx context.Context) error {
 	var last Result
 	for time.Now().Before(deadline) {
 		last = c.Kubectl(ctx, string(manifest), "apply", "--dry-run=server", "-f", "-")
-		if strings.Contains(last.Stderr, "dsguard") {
+		if strings.Contains(last.Stderr, "control-plane-toleration") {
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -29,6 +29,9 @@ var SmallCluster = []Node{
 // node.kubernetes.io/not-ready:NoSchedule to every new Node (a kubelet's node
 // lifecycle controller would lift it), and daemon Pods do not tolerate it.
 func (c *Cluster) CreateNodes(ctx context.Context, nodes []Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
 	var b strings.Builder
 	for _, n := range nodes {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n", n.Name)

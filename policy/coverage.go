@@ -1,0 +1,302 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// SkipKind says why the DaemonSet controller leaves a node out.
+type SkipKind string
+
+// The reasons a node does not count toward desiredNumberScheduled, in the
+// order the controller checks them.
+const (
+	// SkipNodeName: the template's nodeName names another node.
+	SkipNodeName SkipKind = "nodeName"
+	// SkipOSArch: the nodeSelector or required node affinity excludes the
+	// node by OS or architecture alone (a Linux agent on a Windows node):
+	// normal, counted as intended.
+	SkipOSArch SkipKind = "os-arch"
+	// SkipSelector: the nodeSelector or required node affinity excludes it.
+	SkipSelector SkipKind = "selector"
+	// SkipTaint: a NoSchedule or NoExecute taint is not tolerated.
+	SkipTaint SkipKind = "taint"
+)
+
+// Skip is a group of nodes skipped for the same reason.
+type Skip struct {
+	Kind SkipKind
+	// Taint is the first untolerated taint, for SkipTaint.
+	Taint corev1.Taint
+	// Transient marks taints a node carries while joining, failing or being
+	// scaled away: they count in predictions but never raise a finding.
+	Transient bool
+	// Nodes are the skipped nodes' names, sorted.
+	Nodes []string
+}
+
+// Reason describes the skip in words.
+func (s Skip) Reason() string {
+	switch s.Kind {
+	case SkipNodeName:
+		return "spec.template.spec.nodeName names another node"
+	case SkipOSArch:
+		return "operating system or architecture not selected"
+	case SkipSelector:
+		return "nodeSelector or node affinity does not match"
+	default:
+		return "taint " + taintString(s.Taint) + " not tolerated"
+	}
+}
+
+// Describe is the reason followed by the nodes, at most limit of them named.
+func (s Skip) Describe(limit int) string {
+	names := s.Nodes
+	more := ""
+	if len(names) > limit {
+		more = fmt.Sprintf(" and %d more", len(names)-limit)
+		names = names[:limit]
+	}
+	return fmt.Sprintf("%s (%s%s)", s.Reason(), strings.Join(names, ", "), more)
+}
+
+// Coverage is the predicted placement of a DaemonSet on a node set.
+type Coverage struct {
+	// Total is the number of nodes in the snapshot.
+	Total int
+	// Eligible is what the DaemonSet controller will report as
+	// desiredNumberScheduled.
+	Eligible int
+	// Skips groups every node left out, largest group first.
+	Skips []Skip
+}
+
+// Skipped returns the number of nodes skipped for the given kinds (all when none given).
+func (c *Coverage) Skipped(kinds ...SkipKind) int {
+	n := 0
+	for _, s := range c.Skips {
+		if len(kinds) == 0 || containsKind(kinds, s.Kind) {
+			n += len(s.Nodes)
+		}
+	}
+	return n
+}
+
+func containsKind(kinds []SkipKind, k SkipKind) bool {
+	for _, x := range kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// transientTaints come and go with a node's life (joining, failing, being
+// scaled away); they must never make dsguard warn, deny or fire an Event.
+var transientTaints = map[string]bool{
+	corev1.TaintNodeNotReady:                         true,
+	corev1.TaintNodeUnreachable:                      true,
+	"node.cloudprovider.kubernetes.io/uninitialized": true,
+	"ToBeDeletedByClusterAutoscaler":                 true,
+}
+
+// PredictCoverage reproduces the DaemonSet controller's placement decision
+// (nodeShouldRunDaemonPod in pkg/controller/daemon): a node counts when the
+// template's nodeName is empty or names it, the required node affinity
+// (nodeSelector included) matches, and no NoSchedule or NoExecute taint is
+// left untolerated by the template's tolerations plus those the controller
+// adds. spec.unschedulable (cordon) plays no part: daemon Pods tolerate it.
+func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
+	cov := Coverage{Total: nodes.Len()}
+	spec := &ds.Spec.Template.Spec
+	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
+	var relaxed *nodeaffinity.RequiredNodeAffinity
+	perNode := spec.NodeName != "" || looksAtNodeIdentity(spec)
+	tolerations := daemonTolerations(spec)
+	groups := map[string]*Skip{}
+	skip := func(kind SkipKind, taint *corev1.Taint, names ...string) {
+		key := string(kind)
+		if taint != nil {
+			key += "\x00" + taintString(*taint)
+		}
+		g, ok := groups[key]
+		if !ok {
+			g = &Skip{Kind: kind}
+			if taint != nil {
+				g.Taint = *taint
+				g.Transient = transientTaints[taint.Key]
+			}
+			groups[key] = g
+		}
+		g.Nodes = append(g.Nodes, names...)
+	}
+	for i := range nodes.classes {
+		class := &nodes.classes[i]
+		node := class.node // a copy: Name and hostname are set per member below
+		if !perNode {
+			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
+				cov.Eligible += len(class.members)
+			} else {
+				skip(kind, taint, memberNames(class.members)...)
+			}
+			continue
+		}
+		labels := make(map[string]string, len(node.Labels)+1)
+		for k, v := range node.Labels {
+			labels[k] = v
+		}
+		node.Labels = labels
+		for _, m := range class.members {
+			node.Name = m.name
+			if m.hasHostname {
+				labels[perNodeLabel] = m.hostname
+			} else {
+				delete(labels, perNodeLabel)
+			}
+			if spec.NodeName != "" && spec.NodeName != m.name {
+				skip(SkipNodeName, nil, m.name)
+				continue
+			}
+			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
+				cov.Eligible++
+			} else {
+				skip(kind, taint, m.name)
+			}
+		}
+	}
+	for _, g := range groups {
+		sort.Strings(g.Nodes)
+		cov.Skips = append(cov.Skips, *g)
+	}
+	sort.Slice(cov.Skips, func(a, b int) bool {
+		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
+			return len(cov.Skips[a].Nodes) > len(cov.Skips[b].Nodes)
+		}
+		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
+	})
+	return cov
+}
+
+func memberNames(ms []nodeMember) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.name
+	}
+	return out
+}
+
+// placeOn decides one node: eligible, or why not. The relaxed affinity
+// (without OS and architecture terms) is built on first need, to tell an
+// OS/architecture mismatch from a deliberate selection.
+func placeOn(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinity.RequiredNodeAffinity,
+	relaxed **nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) (SkipKind, *corev1.Taint, bool) {
+	// Parsing errors count as no match, as in the controller.
+	if ok, _ := affinity.Match(node); !ok {
+		if *relaxed == nil {
+			r := withoutOSArch(spec)
+			*relaxed = &r
+		}
+		if ok, _ := (*relaxed).Match(node); ok {
+			return SkipOSArch, nil, false
+		}
+		return SkipSelector, nil, false
+	}
+	taint, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints, tolerations,
+		func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}, comparisonOperatorsEnabled)
+	if untolerated {
+		return SkipTaint, &taint, false
+	}
+	return "", nil, true
+}
+
+// daemonTolerations are the tolerations of the Pods the controller creates:
+// the template's plus the ones it adds (AddOrUpdateDaemonPodTolerations).
+func daemonTolerations(spec *corev1.PodSpec) []corev1.Toleration {
+	out := make([]corev1.Toleration, 0, len(spec.Tolerations)+len(daemonPodTolerations)+1)
+	out = append(out, spec.Tolerations...)
+	out = append(out, daemonPodTolerations...)
+	if spec.HostNetwork && false {
+		out = append(out, hostNetworkToleration)
+	}
+	return out
+}
+
+// looksAtNodeIdentity reports whether the placement depends on a node's own
+// name or hostname, which classes do not share.
+func looksAtNodeIdentity(spec *corev1.PodSpec) bool {
+	if _, ok := spec.NodeSelector[perNodeLabel]; ok {
+		return true
+	}
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if len(t.MatchFields) > 0 {
+			return true
+		}
+		for _, r := range t.MatchExpressions {
+			if r.Key == perNodeLabel {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withoutOSArch returns the required node affinity with every OS and
+// architecture requirement dropped.
+func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
+	selector := map[string]string{}
+	for k, v := range spec.NodeSelector {
+		if !placementNeutralLabels[k] {
+			selector[k] = v
+		}
+	}
+	var affinity *corev1.Affinity
+	if spec.Affinity != nil && spec.Affinity.NodeAffinity != nil &&
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		var terms []corev1.NodeSelectorTerm
+		matchAll := false
+		for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
+				continue // an empty term matches nothing, relaxed or not
+			}
+			nt := corev1.NodeSelectorTerm{MatchFields: t.MatchFields}
+			for _, r := range t.MatchExpressions {
+				if !placementNeutralLabels[r.Key] {
+					nt.MatchExpressions = append(nt.MatchExpressions, r)
+				}
+			}
+			if len(nt.MatchExpressions) == 0 && len(nt.MatchFields) == 0 {
+				// Only OS and architecture: relaxed, the term
+				// matches every node, and so do the ORed terms.
+				matchAll = true
+				break
+			}
+			terms = append(terms, nt)
+		}
+		if !matchAll {
+			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
+			}}
+		}
+	}
+	return nodeaffinity.NewRequiredNodeAffinity(selector, affinity)
+}
+
+func taintString(t corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+}

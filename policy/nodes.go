@@ -1,0 +1,118 @@
+package policy
+
+import (
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeSnapshot is an immutable view of the cluster's nodes, grouped into
+// equivalence classes of nodes that look the same to the DaemonSet
+// controller: same taints and same labels, apart from the labels every node
+// has its own value of (kubernetes.io/hostname). Predictions cost one check
+// per class, not per node, so a 5,000-node cluster of a few dozen node pools
+// is as cheap as a small one. Build it with NewNodeSnapshot; share it freely.
+type NodeSnapshot struct {
+	classes []nodeClass
+	total   int
+}
+
+type nodeClass struct {
+	// node carries the class's shared labels and taints; Name and the
+	// hostname label are set per member only when a DaemonSet looks at them.
+	node    corev1.Node
+	members []nodeMember // sorted by name
+}
+
+type nodeMember struct {
+	name     string
+	hostname string
+	// hasHostname tells an absent hostname label from an empty one.
+	hasHostname bool
+}
+
+// perNodeLabel is the label whose value differs on every node; it stays out
+// of the class key so that nodes of one pool share a class.
+const perNodeLabel = corev1.LabelHostname
+
+// NewNodeSnapshot groups nodes into classes. Only names, labels and taints are
+// read and kept, so the caller may strip everything else before.
+func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
+	s := &NodeSnapshot{total: len(nodes)}
+	index := map[string]int{}
+	var key strings.Builder
+	for _, n := range nodes {
+		key.Reset()
+		writeClassKey(&key, n)
+		i, ok := index[key.String()]
+		if !ok {
+			i = len(s.classes)
+			index[key.String()] = i
+			labels := make(map[string]string, len(n.Labels))
+			for k, v := range n.Labels {
+				if k != perNodeLabel {
+					labels[k] = v
+				}
+			}
+			s.classes = append(s.classes, nodeClass{node: corev1.Node{}})
+			c := &s.classes[i]
+			c.node.Labels = labels
+			c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
+		}
+		h, has := n.Labels[perNodeLabel]
+		s.classes[i].members = append(s.classes[i].members, nodeMember{name: n.Name, hostname: h, hasHostname: has})
+	}
+	for i := range s.classes {
+		m := s.classes[i].members
+		sort.Slice(m, func(a, b int) bool { return m[a].name < m[b].name })
+	}
+	return s
+}
+
+// writeClassKey writes a canonical encoding of the node's labels (without
+// the per-node label) and taints. Taint order is kept: the controller reports
+// the first untolerated taint, so order is part of what a class predicts.
+func writeClassKey(b *strings.Builder, n *corev1.Node) {
+	keys := make([]string, 0, len(n.Labels))
+	for k := range n.Labels {
+		if k != perNodeLabel {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(n.Labels[k])
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	for _, t := range n.Spec.Taints {
+		b.WriteString(t.Key)
+		b.WriteByte('=')
+		b.WriteString(t.Value)
+		b.WriteByte(':')
+		b.WriteString(string(t.Effect))
+		b.WriteByte(0)
+	}
+}
+
+// Len returns the number of nodes.
+func (s *NodeSnapshot) Len() int { return s.total }
+
+// Classes returns the number of equivalence classes.
+func (s *NodeSnapshot) Classes() int { return len(s.classes) }
+
+// HasTaint reports whether any node carries a taint with this key and effect
+// (and value, when value is not empty).
+func (s *NodeSnapshot) HasTaint(key, value string, effect corev1.TaintEffect) bool {
+	for i := range s.classes {
+		for _, t := range s.classes[i].node.Spec.Taints {
+			if t.Key == key && t.Effect == effect && (value == "" || t.Value == value) {
+				return true
+			}
+		}
+	}
+	return false
+}

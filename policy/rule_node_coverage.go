@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const nodeCoverageID = "node-coverage"
+
+// NodeCoverageParams are the node-coverage parameters.
+type NodeCoverageParams struct {
+	// DenyAtZero makes a DaemonSet that would run on no node at all (because
+	// taints exclude every node its selectors pick) a deny; false caps it at warn.
+	DenyAtZero bool `yaml:"denyAtZero"`
+	// MinCoverage sets a floor on the share of nodes covered, per namespace.
+	MinCoverage []MinCoverageConfig `yaml:"minCoverage"`
+}
+
+// MinCoverageConfig is a coverage floor for DaemonSets in some namespaces.
+type MinCoverageConfig struct {
+	// Namespaces are globs; the first entry that matches applies.
+	Namespaces []string `yaml:"namespaces"`
+	// Percent of the nodes (not counting nodes of another OS or architecture)
+	// the DaemonSet must cover.
+	Percent int `yaml:"percent"`
+	// Action for a DaemonSet below the floor, at most the rule's action.
+	Action Action `yaml:"action"`
+}
+
+func defaultNodeCoverageParams() NodeCoverageParams { return NodeCoverageParams{DenyAtZero: true} }
+
+func (p *NodeCoverageParams) validate(fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, m := range p.MinCoverage {
+		mp := fp.Child("minCoverage").Index(i)
+		if len(m.Namespaces) == 0 {
+			errs = append(errs, field.Required(mp.Child("namespaces"), "at least one namespace or glob"))
+		}
+		errs = append(errs, validateGlobs(m.Namespaces, mp.Child("namespaces"))...)
+		if m.Percent < 1 || m.Percent > 100 {
+			errs = append(errs, field.Invalid(mp.Child("percent"), m.Percent, "must be between 1 and 100"))
+		}
+		if m.Action != "" && !m.Action.Valid() {
+			errs = append(errs, field.NotSupported(mp.Child("action"), m.Action, stringsOf(Actions)))
+		}
+	}
+	return errs
+}
+
+var nodeCoverageRule = newRule(Rule{
+	ID:    nodeCoverageID,
+	Title: "The DaemonSet runs on every node it should",
+	Why: "dsguard predicts, like the DaemonSet controller, which nodes a DaemonSet will run on and which it " +
+		"will skip, and why. A node skipped because of an untolerated taint is invisible in the " +
+		"DaemonSet's own status (desiredNumberScheduled leaves it out), so the gap shows only when someone " +
+		"needs that node's logs or metrics. A DaemonSet whose selectors pick nodes that all carry such a " +
+		"taint runs nowhere at all. Nodes skipped for their operating system or architecture, and taints " +
+		"nodes carry while joining or leaving (not-ready, unreachable, uninitialized, autoscaler deletion), " +
+		"are expected and never reported.",
+	Remediation: "Tolerate the taints of the nodes the DaemonSet must cover, or declare the gap with the " +
+		"coverage.dsguard.io/intended annotation.",
+	DefaultAction: ActionDeny,
+	NeedsNodes:    true,
+	Exemptible:    true,
+	Params: []ParamDoc{
+		{Name: "denyAtZero", Type: "boolean", Default: "true",
+			Description: "Deny a DaemonSet that would run on no node because taints exclude every node its selectors pick; " +
+				"false warns instead. Skipping only some nodes always warns at most, and a selector that matches no node " +
+				"today (a pool scaled to zero) only warns."},
+		{Name: "minCoverage", Type: "list of {namespaces, percent, action}", Default: "[]",
+			Description: "Coverage floors: in matching namespaces (globs, first match wins), a DaemonSet must cover at " +
+				"least percent of the nodes of its OS and architecture; action (default warn) applies below it."},
+	},
+}, checkNodeCoverage)
+
+// nodesNamed is how many node names a message lists before "and N more".
+const nodesNamed = 5
+
+func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []Finding {
+	cov := env.Coverage(ds)
+	if cov == nil || cov.Total == 0 {
+		return nil
+	}
+	tolerations := podSpecPath.Child("tolerations")
+	// A partial gap caused by a taint that control-plane-toleration already
+	// reports is not reported twice; running on no node at all always is.
+	reported := taintsReportedElsewhere(ds, env)
+	var all, gaps []Skip // taint skips that count (not transient); those not reported elsewhere
+	selectorMatched := cov.Eligible
+	for _, s := range cov.Skips {
+		if s.Kind != SkipTaint {
+			continue
+		}
+		selectorMatched += len(s.Nodes)
+		if s.Transient {
+			continue
+		}
+		all = append(all, s)
+		if !taintIn(s.Taint, reported) {
+			gaps = append(gaps, s)
+		}
+	}
+	reason, intended := intendedCoverage(ds.Annotations)
+	var out []Finding
+	switch {
+	case cov.Eligible == 0 && len(all) > 0:
+		f := Finding{
+			Field: tolerations,
+			Message: fmt.Sprintf("runs on no node: its selectors pick %s, and every one has an untolerated taint: %s",
+				plural(selectorMatched, "node"), describeSkips(all)),
+			Remediation: "tolerate the taints of the nodes this DaemonSet must run on.",
+		}
+		if !p.DenyAtZero {
+			f.Action = ActionWarn
+		}
+		out = append(out, f)
+	case cov.Eligible == 0 && selectorMatched == 0:
+		// A GPU pool scaled to zero is normal; say it, never block it.
+		out = append(out, Finding{
+			Action:      ActionWarn,
+			Field:       podSpecPath,
+			Message:     fmt.Sprintf("runs on no node today: no node of %d matches its nodeSelector, node affinity or nodeName", cov.Total),
+			Remediation: "check the nodeSelector and node affinity against the labels of the nodes it should cover.",
+		})
+	case len(gaps) > 0 && intended:
+		out = append(out, Finding{
+			Action:  ActionAudit,
+			Field:   tolerations,
+			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(skippedIn(gaps), cov.Total), reason, describeSkips(gaps)),
+		})
+	case len(gaps) > 0:
+		out = append(out, Finding{
+			Action:  ActionWarn,
+			Field:   tolerations,
+			Message: fmt.Sprintf("skips %s: %s", ofNodes(skippedIn(gaps), cov.Total), describeSkips(gaps)),
+			Remediation: "tolerate these taints, or annotate the DaemonSet with coverage.dsguard.io/intended " +
+				"saying why it skips these nodes.",
+		})
+	}
+	if f, ok := checkMinCoverage(ds, cov, p); ok {
+		out = append(out, f)
+	}
+	return out
+}
+
+// taintsReportedElsewhere returns the taints control-plane-toleration reports
+// for ds under the active policy (none when that rule is off or out of scope).
+func taintsReportedElsewhere(ds *appsv1.DaemonSet, env *Env) []TaintConfig {
+	rs, ok := env.Policy.byID[controlPlaneTolerationID]
+	if !ok || rs.action == ActionOff || !rs.scope.matches(ds.Namespace, ds.Labels) {
+		return nil
+	}
+	return untoleratedRequiredTaints(&ds.Spec.Template.Spec, rs.params.(*ControlPlaneTolerationParams))
+}
+
+func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams) (Finding, bool) {
+	for _, m := range p.MinCoverage {
+		if !matchAnyGlob(m.Namespaces, ds.Namespace) {
+			continue
+		}
+		// Nodes of another OS or architecture are intended skips.
+		relevant := cov.Total - cov.Skipped(SkipOSArch)
+		if relevant == 0 || cov.Eligible*100 >= m.Percent*relevant {
+			return Finding{}, false
+		}
+		action := m.Action
+		if action == "" {
+			action = ActionWarn
+		}
+		return Finding{
+			Action: action,
+			Field:  podSpecPath,
+			Message: fmt.Sprintf("covers %d of %d nodes (%d%%), below the %d%% required in namespace %s",
+				cov.Eligible, relevant, cov.Eligible*100/relevant, m.Percent, ds.Namespace),
+			Remediation: "widen the nodeSelector or affinity and tolerate the taints of the nodes it must cover.",
+		}, true
+	}
+	return Finding{}, false
+}
+
+func skippedIn(skips []Skip) int {
+	n := 0
+	for _, s := range skips {
+		n += len(s.Nodes)
+	}
+	return n
+}
+
+func ofNodes(n, total int) string {
+	if total == 1 {
+		return fmt.Sprintf("%d of 1 node", n)
+	}
+	return fmt.Sprintf("%d of %d nodes", n, total)
+}
+
+func describeSkips(skips []Skip) string {
+	parts := make([]string, len(skips))
+	for i, s := range skips {
+		parts[i] = s.Describe(nodesNamed)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,149 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// NodeView keeps a precomputed policy.NodeSnapshot of the cluster's nodes,
+// rebuilt shortly after any node changes. The request path only loads a
+// pointer; a replica that has not seen the nodes yet is not ready, so it never
+// judges coverage on an empty cluster.
+type NodeView struct {
+	Cache cache.Cache
+	Log   logr.Logger
+	// Debounce batches bursts of node events (a node pool scaling up) into
+	// one rebuild.
+	Debounce time.Duration
+
+	snapshot atomic.Pointer[policy.NodeSnapshot]
+	mu       sync.Mutex
+	subs     []chan struct{}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every
+// replica answers admission requests, so every replica keeps the view.
+func (v *NodeView) NeedLeaderElection() bool { return false }
+
+// Snapshot returns the current snapshot, or nil before the first sync.
+func (v *NodeView) Snapshot() *policy.NodeSnapshot { return v.snapshot.Load() }
+
+// Subscribe returns a channel that receives a value after every rebuild.
+// Sends never block: a slow reader sees one pending notification.
+func (v *NodeView) Subscribe() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	v.subs = append(v.subs, ch)
+	return ch
+}
+
+// ReadyCheck is a healthz checker: ready once the nodes have been seen.
+func (v *NodeView) ReadyCheck(_ *http.Request) error {
+	if v.snapshot.Load() == nil {
+		return errors.New("node informer not synced yet")
+	}
+	return nil
+}
+
+// Start implements manager.Runnable.
+func (v *NodeView) Start(ctx context.Context) error {
+	inf, err := v.Cache.GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("node informer: %w", err)
+	}
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(oldObj, newObj any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return err
+	}
+	if !v.Cache.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	if err := v.rebuild(ctx); err != nil {
+		return err
+	}
+	debounce := v.Debounce
+	if debounce == 0 {
+		debounce = 100 * time.Millisecond
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+		// Let a burst settle, then rebuild once.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(debounce):
+		}
+		if err := v.rebuild(ctx); err != nil {
+			v.Log.Error(err, "rebuilding the node view")
+		}
+	}
+}
+
+func (v *NodeView) rebuild(ctx context.Context) error {
+	var list corev1.NodeList
+	if err := v.Cache.List(ctx, &list); err != nil {
+		return err
+	}
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	snap := policy.NewNodeSnapshot(nodes)
+	v.snapshot.Store(snap)
+	v.Log.V(1).Info("node view rebuilt", "nodes", snap.Len(), "classes", snap.Classes())
+	v.mu.Lock()
+	for _, ch := range v.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	v.mu.Unlock()
+	return nil
+}
+
+// StripNode is a cache transform that keeps only what the coverage
+// prediction reads (name, labels, taints), so that a 5,000-node cache does
+// not hold images, conditions, managed fields and annotations.
+func StripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		TypeMeta: n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+			DeletionTimestamp: n.DeletionTimestamp,
+		},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+	}, nil
+}
