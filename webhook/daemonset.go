@@ -119,9 +119,17 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) ad
 		}
 	}
 	h.countFindings(findings)
-	log.V(1).Info("evaluated", "policyGeneration", active.Generation, "findings", len(findings),
-		"denied", policy.Count(findings, policy.ActionDeny))
-	return buildResponse(ds, findings)
+	resp := buildResponse(ds, findings)
+	// Denies are logged at info with the request UID (in the context's
+	// logger), so an operator can match a user's complaint to a decision.
+	logAt := log.V(1)
+	if !resp.Allowed {
+		logAt = log
+	}
+	logAt.Info("evaluated", "allowed", resp.Allowed, "policyGeneration", active.Generation,
+		"findings", len(findings), "denied", policy.Count(findings, policy.ActionDeny),
+		"warned", policy.Count(findings, policy.ActionWarn))
+	return resp
 }
 
 // capFindings lowers every finding to at most max, noting why.

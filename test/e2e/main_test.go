@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -30,9 +30,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the control plane:", err)
 		return 1
 	}
-	defer cluster.Stop()
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			code = 1
+		}
+	}()
 	fmt.Fprintf(os.Stderr, "e2e: control plane, dsguard and nodes ready in %s\n", time.Since(start).Round(time.Millisecond))
-	code := m.Run()
+	code = m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "e2e: dsguard log:\n%s\n", cluster.DsguardLog())
 	}

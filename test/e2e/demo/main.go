@@ -89,7 +89,9 @@ func run(ctx context.Context) error {
 	}
 	defer func() {
 		fmt.Println("\n==> shutting down dsguard, kube-apiserver and etcd")
-		cluster.Stop()
+		if err := cluster.Stop(); err != nil {
+			fmt.Println("demo:", err)
+		}
 		fmt.Println("done.")
 	}()
 	fmt.Printf("cluster ready in %s\n", time.Since(start).Round(100*time.Millisecond))

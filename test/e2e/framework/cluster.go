@@ -64,7 +64,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{}
 	defer func() {
 		if err != nil {
-			c.Stop()
+			_ = c.Stop()
 		}
 	}()
 	if c.Root, err = RepoRoot(); err != nil {
@@ -234,16 +234,22 @@ func (c *Cluster) waitForWebhook(ctx context.Context) error {
 		last.Stdout, last.Stderr, c.DsguardLog())
 }
 
-// Stop stops dsguard gracefully, then the control plane, and removes the
-// temporary files. It is safe to call more than once.
-func (c *Cluster) Stop() {
+// Stop stops dsguard with SIGTERM, then the control plane, and removes the
+// temporary files. It returns an error when dsguard did not shut down
+// cleanly (exit status 0 within 15s). It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	var err error
 	if c.dsguard != nil && c.dsguard.Process != nil {
 		_ = c.dsguard.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-c.exited:
+		case err = <-c.exited:
+			if err != nil {
+				err = fmt.Errorf("dsguard exited with %v after SIGTERM", err)
+			}
 		case <-time.After(15 * time.Second):
 			_ = c.dsguard.Process.Kill()
 			<-c.exited
+			err = errors.New("dsguard did not stop within 15s of SIGTERM")
 		}
 		c.dsguard = nil
 	}
@@ -255,6 +261,7 @@ func (c *Cluster) Stop() {
 		_ = os.RemoveAll(c.dir)
 		c.dir = ""
 	}
+	return err
 }
 
 // Result is the outcome of one command.
