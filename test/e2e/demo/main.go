@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -45,6 +46,9 @@ func (d *demo) kubectl(wantExit int, stdin, display string, args ...string) erro
 	}
 	fmt.Printf("$ %s\n", display)
 	r := d.cluster.Kubectl(d.ctx, stdin, args...)
+	if d.ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
 	fmt.Print(r.Stdout, r.Stderr)
 	if r.ExitCode != wantExit {
 		return fmt.Errorf("unexpected: %q exited %d, expected %d", display, r.ExitCode, wantExit)
@@ -89,7 +93,9 @@ func run(ctx context.Context) error {
 	}
 	defer func() {
 		fmt.Println("\n==> shutting down dsguard, kube-apiserver and etcd")
-		if err := cluster.Stop(); err != nil {
+		// After Ctrl-C dsguard got the interrupt too; only a plain
+		// shutdown must be clean.
+		if err := cluster.Stop(); err != nil && ctx.Err() == nil {
 			fmt.Println("demo:", err)
 		}
 		fmt.Println("done.")
