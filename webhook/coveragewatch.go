@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -66,23 +65,9 @@ func (w *CoverageWatcher) NeedLeaderElection() bool { return true }
 // Start implements manager.Runnable.
 func (w *CoverageWatcher) Start(ctx context.Context) error {
 	w.gaps = map[types.NamespacedName]map[string]string{}
-	inf, err := w.Cache.GetInformer(ctx, &appsv1.DaemonSet{})
+	dsChanged, err := watchChanges(ctx, w.Cache, &appsv1.DaemonSet{})
 	if err != nil {
 		return fmt.Errorf("DaemonSet informer: %w", err)
-	}
-	dsChanged := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case dsChanged <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(oldObj, newObj any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}); err != nil {
-		return err
 	}
 	nodesChanged := w.Nodes.Subscribe()
 	if !w.Cache.WaitForCacheSync(ctx) {

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/policy"
 )
@@ -61,23 +62,9 @@ func (v *NodeView) ReadyCheck(_ *http.Request) error {
 
 // Start implements manager.Runnable.
 func (v *NodeView) Start(ctx context.Context) error {
-	inf, err := v.Cache.GetInformer(ctx, &corev1.Node{})
+	changed, err := watchChanges(ctx, v.Cache, &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
-	}
-	changed := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(oldObj, newObj any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}); err != nil {
-		return err
 	}
 	if !v.Cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
@@ -121,13 +108,35 @@ func (v *NodeView) rebuild(ctx context.Context) error {
 	v.Log.V(1).Info("node view rebuilt", "nodes", snap.Len(), "classes", snap.Classes())
 	v.mu.Lock()
 	for _, ch := range v.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		notify(ch)
 	}
 	v.mu.Unlock()
 	return nil
+}
+
+// watchChanges returns a channel that receives a value whenever an object of
+// obj's kind is added, updated or deleted in c. Events coalesce: the reader
+// rebuilds from the cache, so it needs to know "something changed", not what.
+func watchChanges(ctx context.Context, c cache.Cache, obj client.Object) (<-chan struct{}, error) {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	changed := make(chan struct{}, 1)
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify(changed) },
+		UpdateFunc: func(_, _ any) { notify(changed) },
+		DeleteFunc: func(any) { notify(changed) },
+	})
+	return changed, err
+}
+
+// notify sends without blocking; one pending notification is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // StripNode is a cache transform that keeps only what the coverage
