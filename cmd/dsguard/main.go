@@ -47,7 +47,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newCheckCommand(), newRulesCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(), newCheckCommand(), newAuditCommand(), newRulesCommand(), newVersionCommand())
 	return root
 }
 

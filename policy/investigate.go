@@ -1,0 +1,170 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeDiagnosis says why one node that should run a daemon Pod has no ready one.
+type NodeDiagnosis struct {
+	Node string `json:"node"`
+	// Pod is the daemon Pod on the node, "" when there is none.
+	Pod string `json:"pod,omitempty"`
+	// State is "NoPod", "Pending", "Waiting", "NotReady" or the Pod's phase.
+	State string `json:"state"`
+	// Reason is the scheduler's, kubelet's or probe's own words.
+	Reason string `json:"reason"`
+}
+
+// EligibleNodes returns the names of the nodes the DaemonSet should run on.
+func EligibleNodes(ds *appsv1.DaemonSet, nodes *NodeSnapshot) []string {
+	cov := PredictCoverage(ds, nodes)
+	skipped := make(map[string]bool, cov.Skipped())
+	for _, s := range cov.Skips {
+		for _, n := range s.Nodes {
+			skipped[n] = true
+		}
+	}
+	var out []string
+	for i := range nodes.classes {
+		for _, m := range nodes.classes[i].members {
+			if !skipped[m.name] {
+				out = append(out, m.name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// InvestigateGap does the node-by-node investigation a persistent gap calls
+// for: for each node in eligible without a ready Pod of ds among pods, it
+// names the node and what its Pod is doing. pods should be the Pods of this
+// one DaemonSet (listed on demand by its selector); others are ignored.
+func InvestigateGap(ds *appsv1.DaemonSet, eligible []string, pods []corev1.Pod) []NodeDiagnosis {
+	byNode := map[string]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if !ownedBy(p, ds) || p.DeletionTimestamp != nil {
+			continue
+		}
+		node := daemonPodNode(p)
+		// Prefer a ready Pod, then the newest, when a node has several.
+		if cur, ok := byNode[node]; !ok || (!podReady(cur) && (podReady(p) || p.CreationTimestamp.After(cur.CreationTimestamp.Time))) {
+			byNode[node] = p
+		}
+	}
+	var out []NodeDiagnosis
+	for _, node := range eligible {
+		p, ok := byNode[node]
+		if !ok {
+			out = append(out, NodeDiagnosis{Node: node, State: "NoPod", Reason: "no daemon Pod on this node yet"})
+			continue
+		}
+		if podReady(p) {
+			continue
+		}
+		d := NodeDiagnosis{Node: node, Pod: p.Name}
+		d.State, d.Reason = podTrouble(p)
+		out = append(out, d)
+	}
+	return out
+}
+
+func ownedBy(p *corev1.Pod, ds *appsv1.DaemonSet) bool {
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" && (ref.UID == ds.UID || (ds.UID == "" && ref.Name == ds.Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// daemonPodNode is the node a daemon Pod is bound to, or, before the
+// scheduler binds it, the node its required affinity names (the controller
+// pins each Pod with a matchFields term on metadata.name).
+func daemonPodNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range t.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+func podReady(p *corev1.Pod) bool {
+	c := condition(p, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func condition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// podTrouble explains a Pod that is not ready, in the order an operator
+// would look: not scheduled, containers waiting, then failing readiness.
+func podTrouble(p *corev1.Pod) (string, string) {
+	if c := condition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+		return "Pending", joinNonEmpty(c.Reason, c.Message)
+	}
+	statuses := append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" {
+			return "Waiting", fmt.Sprintf("container %s: %s", cs.Name, joinNonEmpty(w.Reason, w.Message))
+		}
+	}
+	switch p.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return string(p.Status.Phase), joinNonEmpty(p.Status.Reason, p.Status.Message)
+	case corev1.PodPending:
+		if r := joinNonEmpty(p.Status.Reason, p.Status.Message); r != "" {
+			return "Pending", r
+		}
+		return "Pending", "waiting to start"
+	}
+	var unready []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	if len(unready) > 0 {
+		return "NotReady", "readiness failing for container " + strings.Join(unready, ", ")
+	}
+	if c := condition(p, corev1.PodReady); c != nil {
+		return "NotReady", joinNonEmpty(c.Reason, c.Message)
+	}
+	return "NotReady", "not ready"
+}
+
+// joinNonEmpty joins the non-empty parts with ": ".
+func joinNonEmpty(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return strings.Join(kept, ": ")
+}

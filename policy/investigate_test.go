@@ -1,0 +1,93 @@
+package policy
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestInvestigateGap(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: "monitoring", UID: "ds-uid"}}
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-uid", Controller: ptr.To(true)}}
+	pod := func(name, node string, mutate func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "monitoring", OwnerReferences: owner},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+			}},
+		}
+		if mutate != nil {
+			mutate(&p)
+		}
+		return p
+	}
+	unready := func(p *corev1.Pod) {
+		p.Status.Conditions[1].Status = corev1.ConditionFalse
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", Ready: false}}
+	}
+	pending := func(p *corev1.Pod) {
+		// Unbound: the node comes from the controller's matchFields pin.
+		p.Spec.NodeName = ""
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+				{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n3"}}}}}}}}
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: "Unschedulable", Message: "0/5 nodes are available: 1 Insufficient cpu."}}
+	}
+	crashing := func(p *corev1.Pod) {
+		unready(p)
+		p.Status.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}
+	}
+	imagePull := func(p *corev1.Pod) {
+		unready(p)
+		p.Status.Phase = corev1.PodPending
+		p.Status.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}
+	}
+	foreign := func(p *corev1.Pod) { p.OwnerReferences = nil }
+	old := func(p *corev1.Pod) {
+		p.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		unready(p)
+	}
+
+	pods := []corev1.Pod{
+		pod("agent-1", "n1", nil),
+		pod("agent-2", "n2", unready),
+		pod("agent-3", "", pending),
+		pod("agent-4", "n4", crashing),
+		pod("agent-5", "n5", imagePull),
+		pod("other-6", "n6", foreign), // not this DaemonSet's: n6 has no daemon Pod
+		pod("agent-7a", "n7", old),
+		pod("agent-7b", "n7", nil), // a ready replacement on the same node
+	}
+	got := InvestigateGap(ds, []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7"}, pods)
+	want := []NodeDiagnosis{
+		{Node: "n2", Pod: "agent-2", State: "NotReady", Reason: "readiness failing for container agent"},
+		{Node: "n3", Pod: "agent-3", State: "Pending", Reason: "Unschedulable: 0/5 nodes are available: 1 Insufficient cpu."},
+		{Node: "n4", Pod: "agent-4", State: "Waiting", Reason: "container agent: CrashLoopBackOff: back-off 5m0s restarting failed container"},
+		{Node: "n5", Pod: "agent-5", State: "Waiting", Reason: "container agent: ImagePullBackOff"},
+		{Node: "n6", State: "NoPod", Reason: "no daemon Pod on this node yet"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("diagnoses:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestEligibleNodes(t *testing.T) {
+	nodes := NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "w-2"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}},
+	})
+	ds := &appsv1.DaemonSet{}
+	if got := EligibleNodes(ds, nodes); !reflect.DeepEqual(got, []string{"w-1", "w-2"}) {
+		t.Errorf("eligible = %v, want [w-1 w-2]", got)
+	}
+}

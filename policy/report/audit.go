@@ -1,0 +1,193 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// AuditInput is what one audit pass looks at.
+type AuditInput struct {
+	DaemonSets []*appsv1.DaemonSet
+	Nodes      *policy.NodeSnapshot
+	Policy     *policy.Policy
+	Now        time.Time
+	// GapSince holds when each DaemonSet's current gap was first seen (kept
+	// by a watching caller across passes); missing means unknown.
+	GapSince map[types.NamespacedName]time.Time
+	// Window turns a gap older than this into a persistent gap.
+	Window time.Duration
+}
+
+// AuditEntry is the audit of one DaemonSet.
+type AuditEntry struct {
+	DaemonSet *appsv1.DaemonSet
+	Status    policy.StatusAssessment
+	Coverage  policy.Coverage
+	// Skipped counts the nodes left out by untolerated, non-transient
+	// taints: the gap the status counters cannot show.
+	Skipped int
+	// Intended is the coverage.dsguard.io/intended reason, if declared.
+	Intended string
+	Findings []policy.Finding
+	// Investigation is filled by the caller for entries with a gap.
+	Investigation []policy.NodeDiagnosis
+}
+
+// Key returns the DaemonSet's namespaced name.
+func (e *AuditEntry) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name}
+}
+
+// HasGap reports a gap an operator must look at: from the counters, or nodes
+// skipped by taints that the DaemonSet does not declare as intended.
+func (e *AuditEntry) HasGap() bool {
+	return e.Status.HasGap() || (e.Skipped > 0 && e.Intended == "")
+}
+
+// Audit assesses every DaemonSet: status counters, predicted coverage on the
+// live nodes, and the policy's findings on the live object.
+func Audit(in AuditInput) []AuditEntry {
+	out := make([]AuditEntry, 0, len(in.DaemonSets))
+	for _, ds := range in.DaemonSets {
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes}
+		e := AuditEntry{
+			DaemonSet: ds,
+			Status:    policy.AssessStatus(ds, in.GapSince[key], in.Now, in.Window),
+			Findings:  policy.Evaluate(ds, env),
+		}
+		if in.Nodes != nil {
+			e.Coverage = policy.PredictCoverage(ds, in.Nodes)
+			for _, s := range e.Coverage.Skips {
+				if s.Kind == policy.SkipTaint && !s.Transient {
+					e.Skipped += len(s.Nodes)
+				}
+			}
+		}
+		e.Intended = strings.TrimSpace(ds.Annotations[policy.IntendedCoverageAnnotation])
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key(), out[j].Key()
+		return a.Namespace < b.Namespace || (a.Namespace == b.Namespace && a.Name < b.Name)
+	})
+	return out
+}
+
+// WriteAuditTable renders the overview, one row per DaemonSet; wide adds the
+// skipped nodes, the node-by-node investigation and the findings below each row.
+func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tSTATE\tREASON")
+	for i := range entries {
+		e := &entries[i]
+		st := &e.DaemonSet.Status
+		state, reason := string(e.Status.State), e.Status.Reason
+		if e.Status.State == policy.StateHealthy && e.Skipped > 0 && e.Intended == "" {
+			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints (see -o wide)", e.Skipped)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
+			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
+			st.NumberAvailable, st.NumberMisscheduled, e.Skipped, state, reason)
+		if !wide {
+			continue
+		}
+		for _, s := range e.Coverage.Skips {
+			if s.Kind == policy.SkipTaint || s.Kind == policy.SkipNodeName {
+				note := ""
+				if s.Transient {
+					note = " [transient]"
+				} else if e.Intended != "" {
+					note = " [intended: " + e.Intended + "]"
+				}
+				fmt.Fprintf(tw, "  skips %s%s\n", s.Describe(10), note)
+			}
+		}
+		for _, d := range e.Investigation {
+			pod := d.Pod
+			if pod == "" {
+				pod = "-"
+			}
+			fmt.Fprintf(tw, "  node %s: pod %s %s: %s\n", d.Node, pod, d.State, d.Reason)
+		}
+		for _, f := range e.Findings {
+			if f.Action == policy.ActionDeny || f.Action == policy.ActionWarn {
+				fmt.Fprintf(tw, "  %s %s: %s\n", f.Action, f.RuleID, f.Message)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+type jsonAuditEntry struct {
+	Namespace     string                 `json:"namespace"`
+	Name          string                 `json:"name"`
+	Status        appsv1.DaemonSetStatus `json:"status"`
+	State         policy.StatusState     `json:"state"`
+	Reason        string                 `json:"reason"`
+	Gap           int32                  `json:"gap"`
+	HasGap        bool                   `json:"hasGap"`
+	Predicted     *jsonCoverage          `json:"predicted,omitempty"`
+	Intended      string                 `json:"intended,omitempty"`
+	Investigation []policy.NodeDiagnosis `json:"investigation"`
+	Findings      []policy.Finding       `json:"findings"`
+}
+
+type jsonCoverage struct {
+	Nodes    int        `json:"nodes"`
+	Eligible int        `json:"eligible"`
+	Skipped  int        `json:"skipped"`
+	Skips    []jsonSkip `json:"skips"`
+}
+
+type jsonSkip struct {
+	Kind      policy.SkipKind `json:"kind"`
+	Reason    string          `json:"reason"`
+	Transient bool            `json:"transient,omitempty"`
+	Nodes     []string        `json:"nodes"`
+}
+
+// WriteAuditJSON renders the audit for machines: an AuditReport object with
+// one item per DaemonSet.
+func WriteAuditJSON(w io.Writer, entries []AuditEntry, nodesKnown bool) error {
+	items := make([]jsonAuditEntry, 0, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		j := jsonAuditEntry{
+			Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name, Status: e.DaemonSet.Status,
+			State: e.Status.State, Reason: e.Status.Reason, Gap: e.Status.Gap, HasGap: e.HasGap(),
+			Intended: e.Intended, Investigation: e.Investigation, Findings: e.Findings,
+		}
+		if j.Investigation == nil {
+			j.Investigation = []policy.NodeDiagnosis{}
+		}
+		if j.Findings == nil {
+			j.Findings = []policy.Finding{}
+		}
+		if nodesKnown {
+			c := &jsonCoverage{Nodes: e.Coverage.Total, Eligible: e.Coverage.Eligible, Skipped: e.Skipped, Skips: []jsonSkip{}}
+			for _, s := range e.Coverage.Skips {
+				c.Skips = append(c.Skips, jsonSkip{Kind: s.Kind, Reason: s.Reason(), Transient: s.Transient, Nodes: s.Nodes})
+			}
+			j.Predicted = c
+		}
+		items = append(items, j)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		APIVersion string           `json:"apiVersion"`
+		Kind       string           `json:"kind"`
+		Items      []jsonAuditEntry `json:"items"`
+	}{JSONAPIVersion, "AuditReport", items})
+}
