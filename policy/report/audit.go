@@ -84,8 +84,9 @@ func Audit(in AuditInput) []AuditEntry {
 	return out
 }
 
-// WriteAuditTable renders the overview, one row per DaemonSet; wide adds the
-// skipped nodes, the node-by-node investigation and the findings below each row.
+// WriteAuditTable renders the overview, one row per DaemonSet; wide then adds,
+// per DaemonSet, the skipped nodes, the node-by-node investigation and the
+// findings, below the table so that its columns stay aligned.
 func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tSTATE\tREASON")
@@ -94,39 +95,55 @@ func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
 		st := &e.DaemonSet.Status
 		state, reason := string(e.Status.State), e.Status.Reason
 		if e.Status.State == policy.StateHealthy && e.Skipped > 0 && e.Intended == "" {
-			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints (see -o wide)", e.Skipped)
+			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints", e.Skipped)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
 			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
 			st.NumberAvailable, st.NumberMisscheduled, e.Skipped, state, reason)
-		if !wide {
-			continue
-		}
-		for _, s := range e.Coverage.Skips {
-			if s.Kind == policy.SkipTaint || s.Kind == policy.SkipNodeName {
-				note := ""
-				if s.Transient {
-					note = " [transient]"
-				} else if e.Intended != "" {
-					note = " [intended: " + e.Intended + "]"
-				}
-				fmt.Fprintf(tw, "  skips %s%s\n", s.Describe(10), note)
-			}
-		}
-		for _, d := range e.Investigation {
-			pod := d.Pod
-			if pod == "" {
-				pod = "-"
-			}
-			fmt.Fprintf(tw, "  node %s: pod %s %s: %s\n", d.Node, pod, d.State, d.Reason)
-		}
-		for _, f := range e.Findings {
-			if f.Action == policy.ActionDeny || f.Action == policy.ActionWarn {
-				fmt.Fprintf(tw, "  %s %s: %s\n", f.Action, f.RuleID, f.Message)
-			}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !wide {
+		return nil
+	}
+	var b strings.Builder
+	for i := range entries {
+		if details := auditDetails(&entries[i]); len(details) > 0 {
+			fmt.Fprintf(&b, "\n%s:\n%s", entries[i].Key(), strings.Join(details, ""))
 		}
 	}
-	return tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func auditDetails(e *AuditEntry) []string {
+	var out []string
+	for _, s := range e.Coverage.Skips {
+		if s.Kind != policy.SkipTaint && s.Kind != policy.SkipNodeName {
+			continue
+		}
+		note := ""
+		if s.Transient {
+			note = " [transient]"
+		} else if e.Intended != "" {
+			note = " [intended: " + e.Intended + "]"
+		}
+		out = append(out, fmt.Sprintf("  skips %s%s\n", s.Describe(10), note))
+	}
+	for _, d := range e.Investigation {
+		pod := d.Pod
+		if pod == "" {
+			pod = "-"
+		}
+		out = append(out, fmt.Sprintf("  node %s: pod %s %s: %s\n", d.Node, pod, d.State, d.Reason))
+	}
+	for _, f := range e.Findings {
+		if f.Action == policy.ActionDeny || f.Action == policy.ActionWarn {
+			out = append(out, fmt.Sprintf("  %s %s: %s\n", f.Action, f.RuleID, f.Message))
+		}
+	}
+	return out
 }
 
 type jsonAuditEntry struct {

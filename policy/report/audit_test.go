@@ -1,0 +1,98 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+func auditDS(name string, desired, ready int32, tolerations ...corev1.Toleration) *appsv1.DaemonSet {
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "monitoring", Generation: 1},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: desired, CurrentNumberScheduled: desired, NumberReady: ready,
+			UpdatedNumberScheduled: desired, NumberAvailable: ready, ObservedGeneration: 1},
+	}
+	ds.Spec.Template.Spec.Tolerations = tolerations
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "agent", Image: "example/agent:v1",
+		ReadinessProbe: &corev1.Probe{}}}
+	return ds
+}
+
+func TestAudit_TableAndJSON(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	nodes := policy.NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-2"}},
+	})
+	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	healthy := auditDS("healthy", 3, 3, all)
+	gap := auditDS("gap", 3, 2, all)
+	taintGap := auditDS("taint-gap", 2, 2) // skips cp-1, yet its counters look perfect
+	entries := Audit(AuditInput{
+		DaemonSets: []*appsv1.DaemonSet{taintGap, healthy, gap}, Nodes: nodes, Policy: policy.Default(), Now: now,
+		GapSince: map[types.NamespacedName]time.Time{{Namespace: "monitoring", Name: "gap"}: now.Add(-10 * time.Minute)},
+		Window:   5 * time.Minute,
+	})
+	if len(entries) != 3 || entries[0].DaemonSet.Name != "gap" || entries[2].DaemonSet.Name != "taint-gap" {
+		t.Fatalf("entries not sorted by namespace/name: %v", entries)
+	}
+	if entries[0].Status.State != policy.StatePersistentGap || !entries[0].HasGap() {
+		t.Errorf("gap: %+v", entries[0].Status)
+	}
+	if entries[1].HasGap() || entries[2].Skipped != 1 || !entries[2].HasGap() {
+		t.Errorf("healthy hasGap=%v, taint-gap skipped=%d hasGap=%v", entries[1].HasGap(), entries[2].Skipped, entries[2].HasGap())
+	}
+	entries[0].Investigation = []policy.NodeDiagnosis{{Node: "worker-2", Pod: "gap-x", State: "Waiting", Reason: "container agent: CrashLoopBackOff"}}
+
+	var table bytes.Buffer
+	if err := WriteAuditTable(&table, entries, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"NAMESPACE   NAME       DESIRED  CURRENT  READY  UP-TO-DATE  AVAILABLE  MISSCHEDULED  SKIPPED  STATE          REASON",
+		"monitoring  gap        3        3        2      3           2          0             0        PersistentGap  1 of 3 nodes without a ready Pod for 10m0s",
+		"  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff",
+		"monitoring  taint-gap  2        2        2      2           2          0             1        TaintGap       1 nodes skipped for untolerated taints",
+		"\nmonitoring/gap:\n  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff\n",
+		"\nmonitoring/taint-gap:\n",
+		"  skips taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated (cp-1)",
+		"  deny control-plane-toleration: no toleration for node-role.kubernetes.io/control-plane:NoSchedule: skips cp-1 (1 of 3 nodes)",
+	} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
+	var out bytes.Buffer
+	if err := WriteAuditJSON(&out, entries, true); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Kind  string
+		Items []struct {
+			Name      string
+			State     string
+			HasGap    bool
+			Predicted struct{ Nodes, Eligible, Skipped int }
+			Findings  []map[string]any
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Kind != "AuditReport" || len(rep.Items) != 3 || rep.Items[2].Predicted.Skipped != 1 ||
+		rep.Items[2].Predicted.Eligible != 2 || !rep.Items[2].HasGap || rep.Items[1].Findings == nil {
+		t.Errorf("JSON report: %+v", rep)
+	}
+}
