@@ -224,7 +224,7 @@ func daemonTolerations(spec *corev1.PodSpec) []corev1.Toleration {
 	out := make([]corev1.Toleration, 0, len(spec.Tolerations)+len(daemonPodTolerations)+1)
 	out = append(out, spec.Tolerations...)
 	out = append(out, daemonPodTolerations...)
-	if spec.HostNetwork && false {
+	if spec.HostNetwork {
 		out = append(out, hostNetworkToleration)
 	}
 	return out
