@@ -41,6 +41,8 @@ type serveOptions struct {
 	probeAddr       string
 	shutdownTimeout time.Duration
 	leaderElect     bool
+	auditInterval   time.Duration
+	gapWindow       time.Duration
 	zap             zap.Options
 }
 
@@ -71,6 +73,8 @@ func newServeCommand() *cobra.Command {
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
+	f.DurationVar(&o.auditInterval, "audit-interval", 30*time.Second, "how often the leader re-audits every DaemonSet without a change")
+	f.DurationVar(&o.gapWindow, "gap-window", 5*time.Minute, "a coverage gap (ready < desired) lasting longer than this is persistent")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
@@ -147,10 +151,11 @@ func runServe(o *serveOptions) error {
 	if err := mgr.Add(nodes); err != nil {
 		return err
 	}
-	if err := mgr.Add(&dswebhook.CoverageWatcher{
-		Cache: mgr.GetCache(), Nodes: nodes, Recorder: mgr.GetEventRecorder("dsguard"),
-		Log: ctrl.Log.WithName("coverage"), Metrics: dswebhook.NewCoverageMetrics(metrics.Registry),
-		OwnNamespace: o.namespace,
+	if err := mgr.Add(&dswebhook.Auditor{
+		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
+		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
+		Metrics: dswebhook.NewAuditMetrics(metrics.Registry), OwnNamespace: o.namespace,
+		Interval: o.auditInterval, Window: o.gapWindow,
 	}); err != nil {
 		return err
 	}

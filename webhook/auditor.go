@@ -1,0 +1,363 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/report"
+)
+
+// Auditor is the leader-elected loop that keeps watching coverage after
+// admission: when nodes join, leave or change, when a DaemonSet changes, and
+// every Interval, it re-predicts each DaemonSet's coverage and re-reads its
+// status counters. It emits Events on changes only (CoverageReduced,
+// CoverageGap, PersistentGap, Misscheduled, CoverageRestored,
+// PolicyViolation) and keeps per-DaemonSet gauges current. Only the leader
+// runs it, so Events are not duplicated across replicas.
+type Auditor struct {
+	Cache cache.Cache
+	// Pods lists the Pods of one DaemonSet on demand (an uncached reader):
+	// a cluster-wide Pod informer would be huge at 5,000 nodes.
+	Pods     client.Reader
+	Nodes    *NodeView
+	Source   *PolicySource
+	Recorder events.EventRecorder
+	Log      logr.Logger
+	Metrics  *AuditMetrics
+	// OwnNamespace is never audited, like it is never admitted.
+	OwnNamespace string
+	// Interval re-audits even without changes, so a gap turns persistent.
+	Interval time.Duration
+	// Window is how long a gap lasts before it is persistent.
+	Window time.Duration
+	Now    func() time.Time
+
+	seen map[types.NamespacedName]*auditMemory
+}
+
+// auditMemory is what the auditor remembers of a DaemonSet between passes, to
+// fire Events on changes only.
+type auditMemory struct {
+	gaps       map[string]string // nodes skipped for counted taints → reason
+	state      policy.StatusState
+	gapSince   time.Time
+	violations string
+}
+
+// AuditMetrics are the per-DaemonSet gauges. Labels are bounded by the number
+// of DaemonSets (and fixed sets of reasons, counters and states), never by nodes.
+type AuditMetrics struct {
+	Uncovered *prometheus.GaugeVec
+	Eligible  *prometheus.GaugeVec
+	Counters  *prometheus.GaugeVec
+	State     *prometheus.GaugeVec
+}
+
+var auditStates = []policy.StatusState{policy.StateHealthy, policy.StateRollingOut, policy.StateAwaitingManualDelete,
+	policy.StateCoverageGap, policy.StatePersistentGap, policy.StateMisscheduled, policy.StateNotObserved}
+
+// NewAuditMetrics creates and registers the gauges.
+func NewAuditMetrics(reg prometheus.Registerer) *AuditMetrics {
+	m := &AuditMetrics{
+		Uncovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dsguard_daemonset_uncovered_nodes",
+			Help: "Nodes a DaemonSet is predicted to skip, by reason (taint, transient-taint, selector, os-arch, nodeName).",
+		}, []string{"namespace", "daemonset", "reason"}),
+		Eligible: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dsguard_daemonset_predicted_nodes",
+			Help: "Nodes a DaemonSet is predicted to run on (what desiredNumberScheduled will be).",
+		}, []string{"namespace", "daemonset"}),
+		Counters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dsguard_daemonset_status",
+			Help: "A DaemonSet's status counters (desired, current, ready, updated, available, misscheduled).",
+		}, []string{"namespace", "daemonset", "counter"}),
+		State: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dsguard_daemonset_state",
+			Help: "1 for the DaemonSet's current audit state, 0 for the others.",
+		}, []string{"namespace", "daemonset", "state"}),
+	}
+	reg.MustRegister(m.Uncovered, m.Eligible, m.Counters, m.State)
+	return m
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (a *Auditor) NeedLeaderElection() bool { return true }
+
+// Start implements manager.Runnable.
+func (a *Auditor) Start(ctx context.Context) error {
+	a.seen = map[types.NamespacedName]*auditMemory{}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+	if a.Interval == 0 {
+		a.Interval = 30 * time.Second
+	}
+	dsChanged, err := watchChanges(ctx, a.Cache, &appsv1.DaemonSet{})
+	if err != nil {
+		return fmt.Errorf("DaemonSet informer: %w", err)
+	}
+	nodesChanged := a.Nodes.Subscribe()
+	if !a.Cache.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	tick := time.NewTicker(a.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-nodesChanged:
+		case <-tick.C:
+		case <-dsChanged:
+			// Status updates arrive in bursts during rollouts; settle briefly.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err := a.audit(ctx); err != nil {
+			a.Log.Error(err, "audit pass")
+		}
+	}
+}
+
+func (a *Auditor) audit(ctx context.Context) error {
+	snap := a.Nodes.Snapshot()
+	active := a.Source.Current()
+	if snap == nil || active == nil {
+		return nil
+	}
+	var list appsv1.DaemonSetList
+	if err := a.Cache.List(ctx, &list); err != nil {
+		return err
+	}
+	now := a.Now()
+	dss := make([]*appsv1.DaemonSet, 0, len(list.Items))
+	gapSince := map[types.NamespacedName]time.Time{}
+	present := map[types.NamespacedName]bool{}
+	for i := range list.Items {
+		ds := &list.Items[i]
+		if ds.Namespace == a.OwnNamespace || ds.DeletionTimestamp != nil {
+			continue
+		}
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		present[key] = true
+		dss = append(dss, ds)
+		if m := a.seen[key]; m != nil && !m.gapSince.IsZero() {
+			gapSince[key] = m.gapSince
+		}
+	}
+	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: active.Policy, Now: now,
+		GapSince: gapSince, Window: a.Window})
+	for i := range entries {
+		a.observe(ctx, &entries[i], now)
+	}
+	for key := range a.seen {
+		if !present[key] {
+			delete(a.seen, key)
+			a.forget(key)
+		}
+	}
+	return nil
+}
+
+// observe compares one DaemonSet with what was seen before and reports changes.
+func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, now time.Time) {
+	key := e.Key()
+	ds := e.DaemonSet
+	mem, known := a.seen[key]
+	if !known {
+		mem = &auditMemory{}
+		a.seen[key] = mem
+	}
+	if e.Status.Gap > 0 {
+		if mem.gapSince.IsZero() {
+			mem.gapSince = now
+		}
+	} else {
+		mem.gapSince = time.Time{}
+	}
+	a.record(e)
+
+	// Coverage got worse: a node joined or changed and is now skipped.
+	gaps := countedGaps(&e.Coverage)
+	if added := newlySkipped(mem.gaps, gaps); known && len(added) > 0 && e.Intended == "" {
+		a.event(ds, corev1.EventTypeWarning, "CoverageReduced", "now skips %d of %d nodes; newly skipped: %s",
+			len(gaps), e.Coverage.Total, describeNewlySkipped(added, gaps))
+	}
+	mem.gaps = gaps
+
+	// The status counters changed state.
+	if st := e.Status.State; st != mem.state {
+		switch {
+		case e.Status.HasGap():
+			msg := e.Status.Reason
+			if st == policy.StatePersistentGap {
+				msg += "; " + a.investigate(ctx, e)
+			}
+			a.event(ds, corev1.EventTypeWarning, string(st), "%s", msg)
+		case known && st == policy.StateHealthy && isGapState(mem.state):
+			a.event(ds, corev1.EventTypeNormal, "CoverageRestored", "%s", e.Status.Reason)
+		}
+		mem.state = st
+	}
+
+	// The live object breaks the policy (it was admitted before the policy
+	// changed, under a warn policy, or by a bypass).
+	if v := violations(e.Findings); v != mem.violations {
+		if v != "" {
+			a.event(ds, corev1.EventTypeWarning, "PolicyViolation", "%s", v)
+		}
+		mem.violations = v
+	}
+}
+
+func isGapState(s policy.StatusState) bool {
+	return s == policy.StateCoverageGap || s == policy.StatePersistentGap || s == policy.StateMisscheduled
+}
+
+// investigate lists the Pods of this one DaemonSet and says, node by node,
+// why there is no ready Pod.
+func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry) string {
+	if a.Pods == nil {
+		return "no Pod reader configured"
+	}
+	sel, err := metav1.LabelSelectorAsSelector(e.DaemonSet.Spec.Selector)
+	if err != nil {
+		return "invalid selector: " + err.Error()
+	}
+	var pods corev1.PodList
+	if err := a.Pods.List(ctx, &pods, client.InNamespace(e.DaemonSet.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return "listing its Pods failed: " + err.Error()
+	}
+	e.Investigation = policy.InvestigateGap(e.DaemonSet, policy.EligibleNodes(e.DaemonSet, a.Nodes.Snapshot()), pods.Items)
+	parts := make([]string, 0, len(e.Investigation))
+	for i, d := range e.Investigation {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more nodes", len(e.Investigation)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", d.Node, d.State, d.Reason))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// violations summarises the deny and warn findings on a live object, "" for none.
+func violations(fs []policy.Finding) string {
+	var parts []string
+	for _, f := range fs {
+		if f.Action == policy.ActionDeny || f.Action == policy.ActionWarn {
+			parts = append(parts, f.RuleID+": "+f.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, args ...any) {
+	if a.Recorder == nil {
+		return
+	}
+	note := fmt.Sprintf(format, args...)
+	// The events API caps a note at 1 KiB.
+	if len(note) > 1000 {
+		note = note[:997] + "..."
+	}
+	a.Recorder.Eventf(ds, nil, eventType, reason, "Audit", "%s", note)
+}
+
+// countedGaps maps each node skipped for an untolerated, non-transient taint
+// to the reason. Transient taints (a node joining) never raise an Event.
+func countedGaps(cov *policy.Coverage) map[string]string {
+	out := map[string]string{}
+	for _, s := range cov.Skips {
+		if s.Kind != policy.SkipTaint || s.Transient {
+			continue
+		}
+		for _, n := range s.Nodes {
+			out[n] = s.Reason()
+		}
+	}
+	return out
+}
+
+func newlySkipped(before, now map[string]string) []string {
+	var out []string
+	for n := range now {
+		if _, was := before[n]; !was {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func describeNewlySkipped(nodes []string, reasons map[string]string) string {
+	parts := make([]string, 0, len(nodes))
+	for i, n := range nodes {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
+			break
+		}
+		parts = append(parts, n+" ("+reasons[n]+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (a *Auditor) record(e *report.AuditEntry) {
+	m := a.Metrics
+	if m == nil {
+		return
+	}
+	ns, name := e.DaemonSet.Namespace, e.DaemonSet.Name
+	counts := map[string]int{"taint": 0, "transient-taint": 0, "selector": 0, "os-arch": 0, "nodeName": 0}
+	for _, s := range e.Coverage.Skips {
+		reason := string(s.Kind)
+		if s.Kind == policy.SkipTaint && s.Transient {
+			reason = "transient-taint"
+		}
+		counts[reason] += len(s.Nodes)
+	}
+	for reason, n := range counts {
+		m.Uncovered.WithLabelValues(ns, name, reason).Set(float64(n))
+	}
+	m.Eligible.WithLabelValues(ns, name).Set(float64(e.Coverage.Eligible))
+	st := &e.DaemonSet.Status
+	for counter, v := range map[string]int32{"desired": st.DesiredNumberScheduled, "current": st.CurrentNumberScheduled,
+		"ready": st.NumberReady, "updated": st.UpdatedNumberScheduled, "available": st.NumberAvailable,
+		"misscheduled": st.NumberMisscheduled} {
+		m.Counters.WithLabelValues(ns, name, counter).Set(float64(v))
+	}
+	for _, s := range auditStates {
+		v := 0.0
+		if s == e.Status.State {
+			v = 1
+		}
+		m.State.WithLabelValues(ns, name, string(s)).Set(v)
+	}
+}
+
+func (a *Auditor) forget(key types.NamespacedName) {
+	if a.Metrics == nil {
+		return
+	}
+	labels := prometheus.Labels{"namespace": key.Namespace, "daemonset": key.Name}
+	a.Metrics.Uncovered.DeletePartialMatch(labels)
+	a.Metrics.Eligible.DeletePartialMatch(labels)
+	a.Metrics.Counters.DeletePartialMatch(labels)
+	a.Metrics.State.DeletePartialMatch(labels)
+}
