@@ -1,0 +1,469 @@
+package coverage
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+const (
+	defaultSeed      = 20370802
+	defaultScenarios = 300
+	batchSize        = 60
+	workers          = 16
+	// settleGrace is how long a status may disagree after the controller
+	// has observed the DaemonSet's generation before it counts as a
+	// mismatch: its node informer may lag the node writes by a moment.
+	settleGrace = 5 * time.Second
+)
+
+// run state of one scenario.
+type result struct {
+	*scenario
+	nodes     []*corev1.Node // as the API server stores them
+	predicted policy.Coverage
+	eligible  []string // predicted eligible nodes, sorted
+	created   *appsv1.DaemonSet
+	status    appsv1.DaemonSetStatus
+	settled   bool
+	// currentSince is when the status first showed the current generation.
+	currentSince time.Time
+	podNodes     []string
+}
+
+func envInt(name string, def uint64) (uint64, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %v", name, v, err)
+	}
+	return n, nil
+}
+
+// TestCoverageMatchesDaemonSetController is the differential test: for each
+// generated scenario the prediction's Eligible must equal the controller's
+// desiredNumberScheduled, and the nodes the prediction does not skip must be
+// exactly those the controller creates Pods for.
+func TestCoverageMatchesDaemonSetController(t *testing.T) {
+	seed, err := envInt("DSGUARD_DIFF_SEED", defaultSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, err := envInt("DSGUARD_DIFF_SCENARIOS", defaultScenarios)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed %d (DSGUARD_DIFF_SEED), %d scenarios (DSGUARD_DIFF_SCENARIOS)", seed, total)
+	defer func() {
+		if t.Failed() {
+			t.Logf("reproduce with DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d", seed, total)
+		}
+	}()
+
+	start := time.Now()
+	var st stats
+	for b := 0; b*batchSize < int(total); b++ {
+		var batch []*result
+		for id := b * batchSize; id < min((b+1)*batchSize, int(total)); id++ {
+			batch = append(batch, &result{scenario: generate(seed, id, b, namespace)})
+		}
+		runBatch(t, b, batch, &st)
+		if t.Failed() && st.failed >= 10 {
+			t.Logf("stopping after %d failed scenarios", st.failed)
+			break
+		}
+	}
+	t.Logf("%d scenarios (%d nodes, %d node classes) ran in %s; %d failed",
+		st.scenarios, st.nodes, st.classes, time.Since(start).Round(time.Millisecond), st.failed)
+	t.Logf("predicted coverage: %d none, %d partial, %d every node; %d Pods checked node by node",
+		st.none, st.partial, st.full, st.pods)
+	t.Logf("skips seen: %s", st.kindSummary())
+}
+
+type stats struct {
+	scenarios, nodes, classes, failed int
+	none, partial, full, pods         int
+	kinds                             map[string]int
+}
+
+func (s *stats) kindSummary() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s.kinds)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, s.kinds[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// parallel runs f for 0..n-1 on a few goroutines and returns the first error.
+func parallel(n int, f func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan int)
+	)
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func runBatch(t *testing.T, b int, batch []*result, st *stats) {
+	ctx := t.Context()
+	t0 := time.Now()
+
+	// Nodes first. Admission adds node.kubernetes.io/not-ready:NoSchedule
+	// to every new Node; set the taints to exactly the generated ones.
+	type nodeRef struct{ r, i int }
+	var refs []nodeRef
+	for r, res := range batch {
+		res.nodes = make([]*corev1.Node, len(res.scenario.nodes))
+		for i := range res.scenario.nodes {
+			refs = append(refs, nodeRef{r, i})
+		}
+	}
+	err := parallel(len(refs), func(k int) error {
+		res := batch[refs[k].r]
+		want := res.scenario.nodes[refs[k].i]
+		node, err := client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating node %s: %w", want.Name, err)
+		}
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if slices.Equal(node.Spec.Taints, want.Spec.Taints) {
+				return nil
+			}
+			node.Spec.Taints = want.Spec.Taints
+			updated, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			if err == nil {
+				node = updated
+				return nil
+			}
+			if apierrors.IsConflict(err) {
+				if fresh, gerr := client.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil {
+					node = fresh
+				}
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("setting the taints of node %s: %w", want.Name, err)
+		}
+		res.nodes[refs[k].i] = node
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tNodes := time.Since(t0)
+
+	// Predict on the nodes as stored, then create the DaemonSets.
+	for _, res := range batch {
+		snap := policy.NewNodeSnapshot(res.nodes)
+		res.predicted = policy.PredictCoverage(res.ds, snap)
+		res.eligible = eligibleNodes(res.nodes, res.predicted)
+		st.scenarios++
+		st.nodes += len(res.nodes)
+		st.classes += snap.Classes()
+		if err := checkCoverageShape(res); err != nil {
+			t.Errorf("scenario %d: %v\n%s", res.id, err, report(res))
+			st.failed++
+		}
+	}
+	err = parallel(len(batch), func(i int) error {
+		created, err := client.AppsV1().DaemonSets(namespace).Create(ctx, batch[i].ds, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating DaemonSet of scenario %d: %w\n%s", batch[i].id, err, toYAML(batch[i].ds))
+		}
+		batch[i].created = created
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The same prediction over every node of every scenario so far: the
+	// scenario label leaves the others selector-skipped.
+	all, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allNodes := make([]*corev1.Node, len(all.Items))
+	for i := range all.Items {
+		allNodes[i] = &all.Items[i]
+	}
+	allSnap := policy.NewNodeSnapshot(allNodes)
+	for _, res := range batch {
+		c := policy.PredictCoverage(res.ds, allSnap)
+		if c.Eligible != res.predicted.Eligible || !slices.Equal(eligibleNodes(allNodes, c), res.eligible) {
+			t.Errorf("scenario %d: over all %d nodes the prediction is %d eligible %v, over its own nodes %d %v\n%s",
+				res.id, len(allNodes), c.Eligible, eligibleNodes(allNodes, c), res.predicted.Eligible, res.eligible, report(res))
+			st.failed++
+		}
+		if c.Total != len(allNodes) || c.Eligible+c.Skipped() != c.Total {
+			t.Errorf("scenario %d: over all nodes Total %d, Eligible %d, Skipped %d; want Total %d = Eligible + Skipped",
+				res.id, c.Total, c.Eligible, c.Skipped(), len(allNodes))
+		}
+	}
+	tCreate := time.Since(t0)
+
+	// Wait for the controller's verdicts.
+	timeout := 60 * time.Second
+	if b == 0 {
+		timeout = 120 * time.Second // informers sync first
+	}
+	deadline := time.Now().Add(timeout)
+	pending := len(batch)
+	for pending > 0 {
+		if !kcm.Running() {
+			t.Fatalf("kube-controller-manager is gone:\n%s", tail(kcm.Log(), 40))
+		}
+		list, err := client.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchLabel + "=" + strconv.Itoa(b)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*appsv1.DaemonSet{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		now := time.Now()
+		pending = 0
+		for _, res := range batch {
+			if res.settled {
+				continue
+			}
+			ds := byName[res.ds.Name]
+			if ds == nil {
+				t.Fatalf("DaemonSet %s is gone", res.ds.Name)
+			}
+			res.status = ds.Status
+			if ds.Status.ObservedGeneration < ds.Generation {
+				pending++
+				continue
+			}
+			if res.currentSince.IsZero() {
+				res.currentSince = now
+			}
+			s := ds.Status
+			if int(s.DesiredNumberScheduled) == res.predicted.Eligible && s.CurrentNumberScheduled == s.DesiredNumberScheduled &&
+				s.NumberMisscheduled == 0 {
+				res.settled = true
+				continue
+			}
+			if now.Sub(res.currentSince) < settleGrace {
+				pending++
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		if now.After(deadline) {
+			var names []string
+			for _, res := range batch {
+				if res.status.ObservedGeneration < res.created.Generation {
+					names = append(names, res.ds.Name)
+				}
+			}
+			t.Fatalf("batch %d: after %s the controller has not observed %d DaemonSets: %s",
+				b, timeout, len(names), strings.Join(names, ", "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	tStatus := time.Since(t0)
+
+	// Which nodes did the controller make Pods for?
+	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: batchLabel + "=" + strconv.Itoa(b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podNodes := map[string][]string{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		podNodes[p.Labels[appLabel]] = append(podNodes[p.Labels[appLabel]], targetNode(p))
+	}
+	for _, res := range batch {
+		res.podNodes = podNodes[res.ds.Name]
+		slices.Sort(res.podNodes)
+		st.pods += len(res.podNodes)
+		switch e := res.predicted.Eligible; {
+		case e == 0:
+			st.none++
+		case e == len(res.nodes):
+			st.full++
+		default:
+			st.partial++
+		}
+		for _, s := range res.predicted.Skips {
+			if st.kinds == nil {
+				st.kinds = map[string]int{}
+			}
+			k := string(s.Kind)
+			if s.Kind == policy.SkipTaint {
+				k += "(" + string(s.Taint.Effect) + ")"
+				if s.Transient {
+					k += "transient"
+				}
+			}
+			st.kinds[k] += len(s.Nodes)
+		}
+		var problems []string
+		if int(res.status.DesiredNumberScheduled) != res.predicted.Eligible {
+			problems = append(problems, fmt.Sprintf("desiredNumberScheduled %d, predicted Eligible %d",
+				res.status.DesiredNumberScheduled, res.predicted.Eligible))
+		}
+		if !slices.Equal(res.podNodes, res.eligible) {
+			problems = append(problems, fmt.Sprintf("the controller made Pods for %v, the prediction leaves eligible %v",
+				res.podNodes, res.eligible))
+		}
+		if res.status.NumberMisscheduled != 0 {
+			problems = append(problems, fmt.Sprintf("numberMisscheduled %d", res.status.NumberMisscheduled))
+		}
+		if len(problems) > 0 {
+			t.Errorf("scenario %d disagrees with the DaemonSet controller: %s\n%s", res.id, strings.Join(problems, "; "), report(res))
+			st.failed++
+		}
+	}
+	t.Logf("batch %d: %d scenarios, %d nodes: nodes %s, DaemonSets %s, statuses %s, Pods %s",
+		b, len(batch), len(refs), tNodes.Round(time.Millisecond), (tCreate - tNodes).Round(time.Millisecond),
+		(tStatus - tCreate).Round(time.Millisecond), (time.Since(t0) - tStatus).Round(time.Millisecond))
+}
+
+// eligibleNodes returns, sorted, the nodes the prediction does not skip.
+func eligibleNodes(nodes []*corev1.Node, c policy.Coverage) []string {
+	skipped := map[string]bool{}
+	for _, s := range c.Skips {
+		for _, n := range s.Nodes {
+			skipped[n] = true
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		if !skipped[n.Name] {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkCoverageShape checks what the controller cannot: the prediction
+// accounts for every node once, and each Skip's reason holds for its nodes.
+func checkCoverageShape(res *result) error {
+	c := res.predicted
+	if c.Total != len(res.nodes) || c.Eligible+c.Skipped() != c.Total || len(res.eligible) != c.Eligible {
+		return fmt.Errorf("Total %d, Eligible %d, Skipped %d, unskipped nodes %d; want Total %d = Eligible + Skipped",
+			c.Total, c.Eligible, c.Skipped(), len(res.eligible), len(res.nodes))
+	}
+	byName := map[string]*corev1.Node{}
+	for _, n := range res.nodes {
+		byName[n.Name] = n
+	}
+	seen := map[string]bool{}
+	spec := &res.ds.Spec.Template.Spec
+	for _, s := range c.Skips {
+		for _, name := range s.Nodes {
+			if seen[name] {
+				return fmt.Errorf("node %s skipped twice", name)
+			}
+			seen[name] = true
+			n := byName[name]
+			switch s.Kind {
+			case policy.SkipNodeName:
+				if spec.NodeName == "" || spec.NodeName == name {
+					return fmt.Errorf("node %s skipped for nodeName %q", name, spec.NodeName)
+				}
+			case policy.SkipTaint:
+				if s.Taint.Effect == corev1.TaintEffectPreferNoSchedule ||
+					!slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t == s.Taint }) {
+					return fmt.Errorf("node %s skipped for taint %v it does not carry or that cannot exclude", name, s.Taint)
+				}
+			case policy.SkipSelector, policy.SkipOSArch:
+			default:
+				return fmt.Errorf("unknown skip kind %q", s.Kind)
+			}
+		}
+	}
+	return nil
+}
+
+// targetNode is the node a daemon Pod is for: its nodeName, or the node its
+// required affinity pins it to (the controller leaves binding to the
+// scheduler).
+func targetNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+					return f.Values[0]
+				}
+			}
+		}
+	}
+	return "<unknown " + p.Name + ">"
+}
+
+// report describes a scenario for a failure message: its nodes and
+// DaemonSet as YAML, the prediction's Skips and the controller's status.
+func report(res *result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- scenario %d: predicted Eligible %d of %d; eligible %v\n", res.id, res.predicted.Eligible, res.predicted.Total, res.eligible)
+	for _, s := range res.predicted.Skips {
+		fmt.Fprintf(&b, "skip %s: %s\n", s.Kind, s.Describe(20))
+	}
+	fmt.Fprintf(&b, "controller status: %s", toYAML(res.status))
+	fmt.Fprintf(&b, "Pods on: %v\n", res.podNodes)
+	for _, n := range res.nodes {
+		if n == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "---\n%s", toYAML(map[string]any{"apiVersion": "v1", "kind": "Node",
+			"metadata": map[string]any{"name": n.Name, "labels": n.Labels}, "spec": n.Spec}))
+	}
+	fmt.Fprintf(&b, "---\n%s", toYAML(map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": res.ds.Name, "namespace": res.ds.Namespace}, "spec": res.ds.Spec}))
+	return b.String()
+}
+
+func toYAML(v any) string {
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("<%v>\n", err)
+	}
+	return string(out)
+}
