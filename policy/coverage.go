@@ -120,22 +120,36 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	var relaxed *nodeaffinity.RequiredNodeAffinity
 	perNode := spec.NodeName != "" || looksAtNodeIdentity(spec)
 	tolerations := daemonTolerations(spec)
-	groups := map[string]*Skip{}
-	skip := func(kind SkipKind, taint *corev1.Taint, names ...string) {
+	// Decisions go to groups first (a class, or with perNode each node, gets
+	// a group index, -1 when eligible); one pass over the snapshot's sorted
+	// names then fills each group's Nodes in order, with no sort per request.
+	var groups []Skip
+	var sizes []int
+	index := map[string]int32{}
+	group := func(kind SkipKind, taint *corev1.Taint, n int) int32 {
 		key := string(kind)
 		if taint != nil {
 			key += "\x00" + taintString(*taint)
 		}
-		g, ok := groups[key]
+		g, ok := index[key]
 		if !ok {
-			g = &Skip{Kind: kind}
+			g = int32(len(groups))
+			s := Skip{Kind: kind}
 			if taint != nil {
-				g.Taint = *taint
-				g.Transient = transientTaints[taint.Key]
+				s.Taint = *taint
+				s.Transient = transientTaints[taint.Key]
 			}
-			groups[key] = g
+			groups = append(groups, s)
+			sizes = append(sizes, 0)
+			index[key] = g
 		}
-		g.Nodes = append(g.Nodes, names...)
+		sizes[g] += n
+		return g
+	}
+	classGroup := make([]int32, len(nodes.classes))
+	var nodeGroup []int32 // by position in nodes.names, when perNode
+	if perNode {
+		nodeGroup = make([]int32, nodes.total)
 	}
 	for i := range nodes.classes {
 		class := &nodes.classes[i]
@@ -143,8 +157,9 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 		if !perNode {
 			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
 				cov.Eligible += len(class.members)
+				classGroup[i] = -1
 			} else {
-				skip(kind, taint, memberNames(class.members)...)
+				classGroup[i] = group(kind, taint, len(class.members))
 			}
 			continue
 		}
@@ -161,19 +176,33 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 				delete(labels, perNodeLabel)
 			}
 			if spec.NodeName != "" && spec.NodeName != m.name {
-				skip(SkipNodeName, nil, m.name)
+				nodeGroup[m.pos] = group(SkipNodeName, nil, 1)
 				continue
 			}
 			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
 				cov.Eligible++
+				nodeGroup[m.pos] = -1
 			} else {
-				skip(kind, taint, m.name)
+				nodeGroup[m.pos] = group(kind, taint, 1)
 			}
 		}
 	}
-	for _, g := range groups {
-		sort.Strings(g.Nodes)
-		cov.Skips = append(cov.Skips, *g)
+	if len(groups) > 0 {
+		for g := range groups {
+			groups[g].Nodes = make([]string, 0, sizes[g])
+		}
+		for p, name := range nodes.names {
+			var g int32
+			if perNode {
+				g = nodeGroup[p]
+			} else {
+				g = classGroup[nodes.classOf[p]]
+			}
+			if g >= 0 {
+				groups[g].Nodes = append(groups[g].Nodes, name)
+			}
+		}
+		cov.Skips = groups
 	}
 	sort.Slice(cov.Skips, func(a, b int) bool {
 		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
@@ -182,14 +211,6 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
 	})
 	return cov
-}
-
-func memberNames(ms []nodeMember) []string {
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.name
-	}
-	return out
 }
 
 // placeOn decides one node: eligible, or why not. The relaxed affinity

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -261,4 +262,101 @@ func TestNewDSIsCompliant(t *testing.T) {
 	if fs := Evaluate(newDS(), Env{Now: testNow}); len(fs) > 0 {
 		t.Fatalf("newDS() is not compliant:\n%s", describeFindings(fs))
 	}
+}
+
+// Node builders for the coverage tests.
+
+// newNode returns a Linux amd64 node whose hostname label is its name,
+// changed by the options in order.
+func newNode(name string, opts ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		corev1.LabelHostname:   name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+	}}}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// nodeLabels sets labels from key, value pairs; an empty value sets the label
+// to "".
+func nodeLabels(kv ...string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			n.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+// withoutNodeLabel removes a label (also the default hostname, OS or arch).
+func withoutNodeLabel(key string) func(*corev1.Node) {
+	return func(n *corev1.Node) { delete(n.Labels, key) }
+}
+
+func nodeTaints(ts ...corev1.Taint) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, ts...) }
+}
+
+func cordoned(n *corev1.Node) { n.Spec.Unschedulable = true }
+
+func taintOf(key, value string, effect corev1.TaintEffect) corev1.Taint {
+	return corev1.Taint{Key: key, Value: value, Effect: effect}
+}
+
+func noSchedule(key string) corev1.Taint { return taintOf(key, "", corev1.TaintEffectNoSchedule) }
+func noExecute(key string) corev1.Taint  { return taintOf(key, "", corev1.TaintEffectNoExecute) }
+
+// controlPlaneNode is a control-plane node with the kubeadm label and taint.
+func controlPlaneNode(name string, opts ...func(*corev1.Node)) *corev1.Node {
+	return newNode(name, append([]func(*corev1.Node){
+		nodeLabels(cpKey, ""), nodeTaints(noSchedule(cpKey)),
+	}, opts...)...)
+}
+
+// poolNodes returns count nodes named prefix-1 … prefix-count, each built
+// with opts.
+func poolNodes(prefix string, count int, opts ...func(*corev1.Node)) []*corev1.Node {
+	out := make([]*corev1.Node, count)
+	for i := range out {
+		out[i] = newNode(fmt.Sprintf("%s-%d", prefix, i+1), opts...)
+	}
+	return out
+}
+
+// snapshotOf builds a snapshot of nodes given as *corev1.Node,
+// []*corev1.Node or []any of those.
+func snapshotOf(nodes ...any) *NodeSnapshot { return NewNodeSnapshot(flattenNodes(nodes)) }
+
+func flattenNodes(nodes []any) []*corev1.Node {
+	var all []*corev1.Node
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *corev1.Node:
+			all = append(all, n)
+		case []*corev1.Node:
+			all = append(all, n...)
+		case []any:
+			all = append(all, flattenNodes(n)...)
+		default:
+			panic(fmt.Sprintf("snapshotOf: %T", n))
+		}
+	}
+	return all
+}
+
+// nodeEnv is testEnv with nodes.
+func nodeEnv(nodes *NodeSnapshot) *Env {
+	env := testEnv()
+	env.Nodes = nodes
+	return env
+}
+
+func withNodeName(name string) func(*appsv1.DaemonSet) {
+	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeName = name }
+}
+
+func withNamespace(ns string) func(*appsv1.DaemonSet) {
+	return func(ds *appsv1.DaemonSet) { ds.Namespace = ns }
 }

@@ -339,3 +339,83 @@ func TestControlPlaneTolerationParams_Validate(t *testing.T) {
 		compileErr(t, cfg, "rules.control-plane-toleration.parameters.taints[0].effect")
 	})
 }
+
+func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
+	const tolerationsField = "spec.template.spec.tolerations"
+	workers := poolNodes("w", 3)
+	dedicated := ControlPlaneTolerationParams{Taints: []TaintConfig{
+		{Key: cpKey, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoExecute},
+	}}
+	tests := []struct {
+		name   string
+		ds     *appsv1.DaemonSet
+		nodes  *NodeSnapshot
+		params ControlPlaneTolerationParams
+		want   []wantFinding
+	}{
+		{name: "names the skipped node",
+			ds: newDS(withTolerations()), nodes: snapshotOf(controlPlaneNode("cp-1"), workers),
+			want: []wantFinding{{field: tolerationsField,
+				prefix: "no toleration for " + cpTaint + ": skips cp-1 (1 of 4 nodes), unseen in desiredNumberScheduled"}}},
+		{name: "names at most five",
+			ds:    newDS(withTolerations()),
+			nodes: snapshotOf(poolNodes("cp", 7, nodeLabels(cpKey, ""), nodeTaints(noSchedule(cpKey))), workers),
+			want: []wantFinding{{field: tolerationsField,
+				prefix: "no toleration for " + cpTaint + ": skips cp-1, cp-2, cp-3, cp-4, cp-5 and 2 more (7 of 10 nodes), unseen"}}},
+		{name: "no node carries the taint: warn",
+			ds: newDS(withTolerations()), nodes: snapshotOf(workers),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "no toleration for " + cpTaint + ": no node carries it today, but such nodes would be skipped"}}},
+		{name: "no nodes at all: warn",
+			ds: newDS(withTolerations()), nodes: snapshotOf(),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, msg: []string{"no node carries it today"}}}},
+		{name: "a PreferNoSchedule control-plane taint is not the configured one: warn",
+			ds:    newDS(withTolerations()),
+			nodes: snapshotOf(workers, newNode("cp-1", nodeTaints(taintOf(cpKey, "", corev1.TaintEffectPreferNoSchedule)))),
+			want:  []wantFinding{{field: tolerationsField, action: ActionWarn, msg: []string{"no node carries it today"}}}},
+		{name: "one of two taints present: deny, naming the nodes of that one",
+			ds: newDS(withTolerations()), params: dedicated,
+			nodes: snapshotOf(controlPlaneNode("cp-1"), controlPlaneNode("cp-2"), workers),
+			want: []wantFinding{{field: tolerationsField,
+				prefix: "no toleration for " + cpTaint + ", dedicated=infra:NoExecute: skips cp-1, cp-2 (2 of 5 nodes)"}}},
+		{name: "a taint with another value does not count",
+			ds: newDS(withTolerations(corev1.Toleration{Key: cpKey, Operator: corev1.TolerationOpExists})), params: dedicated,
+			nodes: snapshotOf(workers, newNode("infra-1", nodeTaints(taintOf("dedicated", "gpu", corev1.TaintEffectNoExecute)))),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "no toleration for dedicated=infra:NoExecute: no node carries it today"}}},
+		{name: "the configured taint with any value when none is configured",
+			ds:     newDS(withTolerations()),
+			params: ControlPlaneTolerationParams{Taints: []TaintConfig{{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}}},
+			nodes:  snapshotOf(workers, newNode("infra-1", nodeTaints(taintOf("dedicated", "infra", corev1.TaintEffectNoSchedule)))),
+			want: []wantFinding{{field: tolerationsField,
+				prefix: "no toleration for dedicated:NoSchedule: skips infra-1 (1 of 4 nodes)"}}},
+		{name: "intended: audit",
+			ds:    newDS(withTolerations(), withAnnotation(IntendedCoverageAnnotation, "managed control plane")),
+			nodes: snapshotOf(controlPlaneNode("cp-1"), workers),
+			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
+				prefix: "skips nodes tainted " + cpTaint + ", as intended: managed control plane"}}},
+		{name: "tolerated: nothing", ds: newDS(), nodes: snapshotOf(controlPlaneNode("cp-1"), workers)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			params := tt.params
+			if params.Taints == nil {
+				params = defaultControlPlaneTolerationParams()
+			}
+			assertFindings(t, checkControlPlaneToleration(tt.ds, nodeEnv(tt.nodes), &params), tt.want)
+		})
+	}
+
+	t.Run("Evaluate: deny with the taint present, warn without", func(t *testing.T) {
+		ds := newDS(withTolerations())
+		present := findingsOf(Evaluate(ds, Env{Now: testNow, Nodes: snapshotOf(controlPlaneNode("cp-1"), workers)}), controlPlaneTolerationID)
+		absent := findingsOf(Evaluate(ds, Env{Now: testNow, Nodes: snapshotOf(workers)}), controlPlaneTolerationID)
+		if len(present) != 1 || present[0].Action != ActionDeny {
+			t.Errorf("taint present:\n%s", describeFindings(present))
+		}
+		if len(absent) != 1 || absent[0].Action != ActionWarn {
+			t.Errorf("taint absent:\n%s", describeFindings(absent))
+		}
+	})
+}

@@ -136,3 +136,46 @@ func TestMaxUnavailableParams_Validate(t *testing.T) {
 		compileErr(t, cfg, "rules.max-unavailable.parameters.maxCount")
 	})
 }
+
+func TestCheckMaxUnavailable_Nodes(t *testing.T) {
+	const muField = "spec.updateStrategy.rollingUpdate.maxUnavailable"
+	mu := func(v string) func(*appsv1.DaemonSet) { return withRollingUpdate(intOrString(v), nil) }
+	tests := []struct {
+		name   string
+		ds     *appsv1.DaemonSet
+		nodes  *NodeSnapshot
+		params MaxUnavailableParams
+		want   []wantFinding
+	}{
+		{name: "half of 400 nodes", ds: newDS(mu("50%")), nodes: snapshotOf(poolNodes("w", 400)), params: defaultMaxUnavailableParams(),
+			want: []wantFinding{{field: muField,
+				prefix: "maxUnavailable 50% is above the 25% cap: 50% of 400 nodes = 200 nodes without this agent at once"}}},
+		{name: "rounds up: 10% of 5 is 1 node", ds: newDS(mu("10%")), nodes: snapshotOf(poolNodes("w", 5)),
+			params: MaxUnavailableParams{MaxPercent: 5},
+			want:   []wantFinding{{field: muField, prefix: "maxUnavailable 10% is above the 5% cap: 10% of 5 nodes = 1 node without"}}},
+		{name: "rounds up: 30% of 5 is 2 nodes", ds: newDS(mu("30%")), nodes: snapshotOf(poolNodes("w", 5)),
+			params: defaultMaxUnavailableParams(),
+			want:   []wantFinding{{field: muField, msg: []string{"30% of 5 nodes = 2 nodes without this agent at once"}}}},
+		{name: "one node", ds: newDS(mu("100%")), nodes: snapshotOf(newNode("w-1")), params: defaultMaxUnavailableParams(),
+			want: []wantFinding{{field: muField, msg: []string{"100% of 1 node = 1 node without"}}}},
+		{name: "counts the nodes it runs on, not all nodes",
+			ds:     newDS(mu("50%"), withTolerations()),
+			nodes:  snapshotOf(poolNodes("w", 400), controlPlaneNode("cp-1"), poolNodes("gpu", 9, nodeTaints(gpuTaint))),
+			params: defaultMaxUnavailableParams(),
+			want:   []wantFinding{{field: muField, msg: []string{"50% of 400 nodes = 200 nodes"}}}},
+		{name: "runs on no node: the percentage alone",
+			ds:     newDS(mu("50%"), withNodeSelector(map[string]string{poolLabel: "fpga"})),
+			nodes:  snapshotOf(poolNodes("w", 4)),
+			params: defaultMaxUnavailableParams(),
+			want:   []wantFinding{{field: muField, prefix: "maxUnavailable 50% is above the 25% cap: a rollout may blind 50% of the nodes at once"}}},
+		{name: "under the cap with nodes", ds: newDS(mu("25%")), nodes: snapshotOf(poolNodes("w", 400)), params: defaultMaxUnavailableParams()},
+		{name: "a count is not restated", ds: newDS(withRollingUpdate(intOrInt(3), nil)), nodes: snapshotOf(poolNodes("w", 10)),
+			params: MaxUnavailableParams{MaxPercent: 25, MaxCount: 2},
+			want:   []wantFinding{{field: muField, prefix: "maxUnavailable 3 is above the cap of 2: a rollout may blind 3 nodes at once"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFindings(t, checkMaxUnavailable(tt.ds, nodeEnv(tt.nodes), &tt.params), tt.want)
+		})
+	}
+}

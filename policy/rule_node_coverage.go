@@ -150,15 +150,16 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 // for ds under the active policy (none when that rule is off or out of scope).
 func taintsReportedElsewhere(ds *appsv1.DaemonSet, env *Env) []TaintConfig {
 	rs, ok := env.Policy.byID[controlPlaneTolerationID]
-	if !ok || rs.action == ActionOff || !rs.scope.matches(ds.Namespace, ds.Labels) {
+	if !ok || rs.action == ActionOff || !rs.scope.matches(namespaceOf(ds), ds.Labels) {
 		return nil
 	}
 	return untoleratedRequiredTaints(&ds.Spec.Template.Spec, rs.params.(*ControlPlaneTolerationParams))
 }
 
 func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams) (Finding, bool) {
+	namespace := namespaceOf(ds)
 	for _, m := range p.MinCoverage {
-		if !matchAnyGlob(m.Namespaces, ds.Namespace) {
+		if !matchAnyGlob(m.Namespaces, namespace) {
 			continue
 		}
 		// Nodes of another OS or architecture are intended skips.
@@ -174,11 +175,20 @@ func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams
 			Action: action,
 			Field:  podSpecPath,
 			Message: fmt.Sprintf("covers %d of %d nodes (%d%%), below the %d%% required in namespace %s",
-				cov.Eligible, relevant, cov.Eligible*100/relevant, m.Percent, ds.Namespace),
+				cov.Eligible, relevant, cov.Eligible*100/relevant, m.Percent, namespace),
 			Remediation: "widen the nodeSelector or affinity and tolerate the taints of the nodes it must cover.",
 		}, true
 	}
 	return Finding{}, false
+}
+
+// namespaceOf is the namespace Evaluate judges ds in: "default" when the
+// manifest names none, as for the rules' scopes.
+func namespaceOf(ds *appsv1.DaemonSet) string {
+	if ds.Namespace == "" {
+		return "default"
+	}
+	return ds.Namespace
 }
 
 func skippedIn(skips []Skip) int {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -34,6 +35,7 @@ type Cluster struct {
 	Dsguard string
 
 	env        *envtest.Environment
+	kcm        *ControllerManager
 	dir        string
 	dsguard    *exec.Cmd
 	dsguardLog string
@@ -48,6 +50,11 @@ type Options struct {
 	// Nodes are created before dsguard starts. With a tainted control-plane
 	// node among them, Start waits until dsguard denies node-exporter.
 	Nodes []Node
+	// DsguardArgs are appended to `dsguard serve`'s command line.
+	DsguardArgs []string
+	// ControllerManager starts kube-controller-manager with the DaemonSet
+	// and garbage-collector controllers, so DaemonSets get Pods and status.
+	ControllerManager bool
 }
 
 // Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
@@ -106,11 +113,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err = c.CreateNodes(ctx, opts.Nodes); err != nil {
 		return nil, err
 	}
+	if opts.ControllerManager {
+		if c.kcm, err = StartControllerManager(ControllerManagerOptions{Tools: c.Tools, KubeConfig: c.env.KubeConfig, Dir: c.dir}); err != nil {
+			return nil, err
+		}
+		logf("started kube-controller-manager (DaemonSet and garbage-collector controllers)")
+	}
 
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
 	c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort); err != nil {
+	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort, opts.DsguardArgs); err != nil {
 		return nil, err
 	}
 	logf("dsguard is ready at %s", c.WebhookURL)
@@ -136,7 +149,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, port int) error {
+func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, port int, extra []string) error {
 	hp, err := freePort()
 	if err != nil {
 		return err
@@ -155,6 +168,7 @@ func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, p
 		"--metrics-bind-address", "0",
 		"--shutdown-timeout", "5s",
 	)
+	c.dsguard.Args = append(c.dsguard.Args, extra...)
 	c.dsguard.Stdout, c.dsguard.Stderr = logFile, logFile
 	// If the test process dies, dsguard dies with it.
 	c.dsguard.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -184,6 +198,23 @@ func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, p
 		}
 	}
 	return fmt.Errorf("dsguard not ready after 60s:\n%s", c.DsguardLog())
+}
+
+// Config returns an admin REST config for the control plane.
+func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.env.Config) }
+
+// RunDsguard runs the dsguard binary under test (e.g. `audit`) against the
+// cluster and returns its output and exit status.
+func (c *Cluster) RunDsguard(ctx context.Context, args ...string) Result {
+	return run(ctx, "", c.Dsguard, c.Root, append(args, "--kubeconfig", c.Kubeconfig)...)
+}
+
+// ControllerManagerLog returns what kube-controller-manager has logged, "" when not started.
+func (c *Cluster) ControllerManagerLog() string {
+	if c.kcm == nil {
+		return ""
+	}
+	return c.kcm.Log()
 }
 
 // DsguardLog returns what dsguard has logged so far.
@@ -252,6 +283,10 @@ func (c *Cluster) Stop() error {
 			err = errors.New("dsguard did not stop within 15s of SIGTERM")
 		}
 		c.dsguard = nil
+	}
+	if c.kcm != nil {
+		c.kcm.Stop()
+		c.kcm = nil
 	}
 	if c.env != nil {
 		_ = c.env.Stop()

@@ -1,0 +1,428 @@
+package policy
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const (
+	tolerationsField = "spec.template.spec.tolerations"
+	podSpecField     = "spec.template.spec"
+	gpuTaintString   = "nvidia.com/gpu=present:NoSchedule"
+	poolLabel        = "cloud.example.com/node-pool"
+)
+
+var gpuTaint = taintOf("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)
+
+// coverageCluster has 7 nodes: a tainted control-plane node, three workers,
+// two GPU nodes tainted for GPU work only, and a Windows worker.
+func coverageCluster() *NodeSnapshot {
+	return snapshotOf(
+		controlPlaneNode("cp-1"),
+		poolNodes("w", 3, nodeLabels(poolLabel, "general")),
+		poolNodes("gpu", 2, nodeLabels(poolLabel, "gpu"), nodeTaints(gpuTaint)),
+		newNode("win-1", nodeLabels(corev1.LabelOSStable, "windows", poolLabel, "windows")),
+	)
+}
+
+var (
+	linuxOnly   = withNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
+	tolerateCP  = withTolerations(corev1.Toleration{Key: cpKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	tolerateGPU = withTolerations(corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists})
+	onGPUPool   = withNodeSelector(map[string]string{poolLabel: "gpu"})
+)
+
+func TestCheckNodeCoverage(t *testing.T) {
+	cluster := coverageCluster()
+	withTransient := snapshotOf(
+		poolNodes("w", 2),
+		newNode("joining-1", nodeTaints(noSchedule(corev1.TaintNodeNotReady))),
+		newNode("joining-2", nodeLabels(poolLabel, "new"), nodeTaints(noSchedule(corev1.TaintNodeNotReady))),
+		newNode("init-1", nodeTaints(noSchedule("node.cloudprovider.kubernetes.io/uninitialized"))),
+		newNode("gone-1", nodeTaints(noSchedule(corev1.TaintNodeUnreachable))),
+		newNode("scale-1", nodeTaints(noSchedule("ToBeDeletedByClusterAutoscaler"))),
+	)
+	bigGPUPool := snapshotOf(poolNodes("w", 2), poolNodes("gpu", 8, nodeLabels(poolLabel, "gpu"), nodeTaints(gpuTaint)))
+	defaults := defaultNodeCoverageParams()
+	noDeny := NodeCoverageParams{DenyAtZero: false}
+	gpuGap := "taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2)"
+	zeroGPU := "runs on no node: its selectors pick 2 nodes, and every one has an untolerated taint: " + gpuGap
+	partialGPU := wantFinding{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap}
+
+	tests := []struct {
+		name   string
+		ds     *appsv1.DaemonSet
+		nodes  *NodeSnapshot
+		params NodeCoverageParams
+		want   []wantFinding
+	}{
+		{name: "covers every node", ds: newDS(), nodes: cluster, params: defaults},
+		{name: "partial gap warns, naming nodes and taint", ds: newDS(tolerateCP), nodes: cluster, params: defaults,
+			want: []wantFinding{partialGPU}},
+		{name: "OS skips are left out of the gap", ds: newDS(tolerateCP, linuxOnly), nodes: cluster, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap,
+				absent: []string{"win-1"}}}},
+		{name: "OS and architecture skips alone are no finding", ds: newDS(linuxOnly), nodes: cluster, params: defaults},
+		{name: "a Windows agent skipping Linux nodes is no finding",
+			ds:    newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "windows"})),
+			nodes: cluster, params: defaults},
+		{name: "more than five nodes: and N more", ds: newDS(withTolerations()), nodes: bigGPUPool, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "skips 8 of 10 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2, gpu-3, gpu-4, gpu-5 and 3 more)"}}},
+		{name: "intended gap is recorded as audit",
+			ds:    newDS(tolerateCP, withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			nodes: cluster, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
+				prefix: "skips 2 of 7 nodes, as intended (GPU nodes run their own agent): " + gpuGap}}},
+		{name: "intended annotation without a reason is ignored",
+			ds:    newDS(tolerateCP, withAnnotation(IntendedCoverageAnnotation, " ")),
+			nodes: cluster, params: defaults, want: []wantFinding{partialGPU}},
+
+		// Running on no node at all.
+		{name: "zero coverage, every selected node tainted: deny", ds: newDS(tolerateCP, onGPUPool), nodes: cluster,
+			params: defaults, want: []wantFinding{{field: tolerationsField, prefix: zeroGPU}}},
+		{name: "zero coverage with denyAtZero false: warn", ds: newDS(tolerateCP, onGPUPool), nodes: cluster,
+			params: noDeny, want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: zeroGPU}}},
+		{name: "zero coverage is not excused by the intended annotation",
+			ds:    newDS(tolerateCP, onGPUPool, withAnnotation(IntendedCoverageAnnotation, "GPU nodes only")),
+			nodes: cluster, params: defaults, want: []wantFinding{{field: tolerationsField, prefix: zeroGPU}}},
+		{name: "zero coverage of the control plane is reported though control-plane-toleration reports it too",
+			ds:    newDS(withTolerations(), withNodeSelector(map[string]string{cpKey: ""})),
+			nodes: cluster, params: defaults,
+			want: []wantFinding{{field: tolerationsField,
+				prefix: "runs on no node: its selectors pick 1 node, and every one has an untolerated taint: taint " + cpTaint + " not tolerated (cp-1)"}}},
+		{name: "selector matching no node only warns", ds: newDS(withNodeSelector(map[string]string{poolLabel: "fpga"})),
+			nodes: cluster, params: defaults,
+			want: []wantFinding{{field: podSpecField, action: ActionWarn,
+				prefix: "runs on no node today: no node of 7 matches its nodeSelector, node affinity or nodeName"}}},
+		{name: "nodeName of a missing node only warns", ds: newDS(withNodeName("gone-1")), nodes: cluster, params: defaults,
+			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today: no node of 7 matches"}}},
+
+		// Transient taints.
+		{name: "transient taints only: no finding", ds: newDS(withTolerations()), nodes: withTransient, params: defaults},
+		{name: "only transiently tainted nodes selected: no finding", ds: newDS(withTolerations(),
+			withNodeSelector(map[string]string{poolLabel: "new"})), nodes: withTransient, params: defaults},
+		{name: "transient taints are left out of a real gap",
+			ds:     newDS(withTolerations()),
+			nodes:  snapshotOf(poolNodes("w", 2), newNode("joining-1", nodeTaints(noSchedule(corev1.TaintNodeNotReady))), newNode("gpu-1", nodeTaints(gpuTaint))),
+			params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "skips 1 of 4 nodes: taint " + gpuTaintString + " not tolerated (gpu-1)", absent: []string{"joining", "not-ready"}}}},
+
+		// De-duplication with control-plane-toleration (in the default policy).
+		{name: "a control-plane gap is left to control-plane-toleration", ds: newDS(withTolerations(), tolerateGPU),
+			nodes: cluster, params: defaults},
+		{name: "other gaps are still reported, without the control plane", ds: newDS(withTolerations()),
+			nodes: cluster, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap,
+				absent: []string{"cp-1", cpKey}}}},
+		{name: "a DaemonSet that narrows placement is left to node-coverage",
+			ds: newDS(withTolerations(), tolerateGPU, withRequiredNodeAffinity(
+				nodeTerm(nodeReq(poolLabel, corev1.NodeSelectorOpNotIn, "windows")))),
+			nodes: cluster, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
+
+		{name: "empty node set: no finding", ds: newDS(withTolerations(), onGPUPool), nodes: snapshotOf(), params: defaults},
+		{name: "a single node", ds: newDS(withTolerations()), nodes: snapshotOf(newNode("gpu-1", nodeTaints(gpuTaint))),
+			params: defaults,
+			want:   []wantFinding{{field: tolerationsField, prefix: "runs on no node: its selectors pick 1 node, and every one"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFindings(t, checkNodeCoverage(tt.ds, nodeEnv(tt.nodes), &tt.params), tt.want)
+		})
+	}
+
+	t.Run("no nodes known: no finding", func(t *testing.T) {
+		if fs := checkNodeCoverage(newDS(withTolerations(), onGPUPool), testEnv(), &defaults); len(fs) > 0 {
+			t.Errorf("got\n%s", describeFindings(fs))
+		}
+	})
+}
+
+// evalNodeCoverage evaluates ds under cfg (nil: the defaults) against nodes
+// and returns the findings of one rule.
+func evalRule(t *testing.T, cfg *Config, ds *appsv1.DaemonSet, nodes *NodeSnapshot, ruleID string) []Finding {
+	t.Helper()
+	env := Env{Now: testNow, Nodes: nodes}
+	if cfg != nil {
+		p, err := Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Policy = p
+	}
+	return findingsOf(Evaluate(ds, env), ruleID)
+}
+
+func TestEvaluate_NodeCoverage(t *testing.T) {
+	cluster := coverageCluster()
+	withCP := "skips 3 of 7 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2); taint " + cpTaint + " not tolerated (cp-1)"
+	onlyGPU := "skips 2 of 7 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2)"
+	config := func(change func(*Config)) *Config {
+		c := DefaultConfig()
+		change(c)
+		return c
+	}
+	tests := []struct {
+		name  string
+		cfg   *Config
+		ds    *appsv1.DaemonSet
+		nodes *NodeSnapshot
+		want  []wantFinding
+	}{
+		{name: "partial gap: warn", ds: newDS(withTolerations()),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+		{name: "control-plane-toleration off: the control-plane gap is node-coverage's",
+			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionOff }),
+			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+		{name: "control-plane-toleration at audit still reports it",
+			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionAudit }),
+			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+		{name: "control-plane-toleration out of scope by namespace",
+			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Scope.Namespaces.Exclude = []string{"mon*"} }),
+			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+		{name: "control-plane-toleration out of scope by label",
+			cfg: config(func(c *Config) {
+				c.Rules.ControlPlaneToleration.Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
+			}),
+			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+		{name: "control-plane-toleration in scope by label",
+			cfg: config(func(c *Config) {
+				c.Rules.ControlPlaneToleration.Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
+			}),
+			ds:   newDS(withTolerations(), func(ds *appsv1.DaemonSet) { ds.Labels["tier"] = "node" }),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+		{name: "control-plane-toleration scoped to default covers a DaemonSet that names no namespace",
+			cfg:  config(func(c *Config) { c.Rules.ControlPlaneToleration.Scope.Namespaces.Include = []string{"default"} }),
+			ds:   newDS(withTolerations(), withNamespace("")),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+		{name: "only the control-plane gap, rule active: nothing from node-coverage", ds: newDS(withTolerations(), tolerateGPU)},
+		{name: "only the control-plane gap, rule off",
+			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionOff }),
+			ds:  newDS(withTolerations(), tolerateGPU),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
+
+		{name: "zero coverage: deny", ds: newDS(withTolerations(), onGPUPool),
+			want: []wantFinding{{field: tolerationsField, action: ActionDeny, prefix: "runs on no node: its selectors pick 2 nodes"}}},
+		{name: "zero coverage, denyAtZero false: warn",
+			cfg:  config(func(c *Config) { c.Rules.NodeCoverage.Parameters.DenyAtZero = false }),
+			ds:   newDS(withTolerations(), onGPUPool),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
+		{name: "zero coverage in kube-system: warn", ds: newDS(withTolerations(), onGPUPool, withNamespace("kube-system")),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
+		{name: "zero coverage, rule at warn", cfg: config(func(c *Config) { c.Rules.NodeCoverage.Action = ActionWarn }),
+			ds:   newDS(withTolerations(), onGPUPool),
+			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node"}}},
+		{name: "zero coverage, exempted: audit",
+			ds:   newDS(withTolerations(), onGPUPool, withAnnotation(ExemptionAnnotationPrefix+nodeCoverageID, "GPU pool migration")),
+			want: []wantFinding{{field: tolerationsField, action: ActionAudit, prefix: "runs on no node"}}},
+		{name: "selector matching no node: warn", ds: newDS(withNodeSelector(map[string]string{poolLabel: "fpga"})),
+			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today"}}},
+		{name: "intended: audit",
+			ds: newDS(withTolerations(), withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
+				prefix: "skips 2 of 7 nodes, as intended (GPU nodes run their own agent): "}}},
+		{name: "empty node set: nothing", ds: newDS(withTolerations(), onGPUPool), nodes: snapshotOf()},
+		{name: "node-coverage off", cfg: config(func(c *Config) { c.Rules.NodeCoverage.Action = ActionOff }),
+			ds: newDS(withTolerations(), onGPUPool)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := tt.nodes
+			if nodes == nil {
+				nodes = cluster
+			}
+			assertFindings(t, evalRule(t, tt.cfg, tt.ds, nodes, nodeCoverageID), tt.want)
+		})
+	}
+
+	t.Run("without nodes the rule is skipped", func(t *testing.T) {
+		if fs := findingsOf(Evaluate(newDS(withTolerations(), onGPUPool), Env{Now: testNow}), nodeCoverageID); len(fs) > 0 {
+			t.Errorf("got\n%s", describeFindings(fs))
+		}
+	})
+
+	t.Run("control-plane-toleration names the node node-coverage leaves out", func(t *testing.T) {
+		fs := Evaluate(newDS(withTolerations()), Env{Now: testNow, Nodes: cluster})
+		assertFindings(t, findingsOf(fs, controlPlaneTolerationID), []wantFinding{{field: tolerationsField, action: ActionDeny,
+			msg: []string{"skips cp-1 (1 of 7 nodes)"}}})
+	})
+}
+
+func TestEvaluate_MinCoverage(t *testing.T) {
+	// DaemonSets below tolerate the control plane and select Linux: they
+	// cover cp-1 and w-1..w-3, 4 of the 6 Linux nodes (66.7 %), and skip
+	// the GPU nodes (the partial-gap warning) and win-1 (not counted).
+	cluster := coverageCluster()
+	ds := func(mutators ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
+		return newDS(append([]func(*appsv1.DaemonSet){tolerateCP, linuxOnly}, mutators...)...)
+	}
+	gap := wantFinding{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: "}
+	below := func(action Action, percent, namespace string) wantFinding {
+		return wantFinding{field: podSpecField, action: action,
+			prefix: "covers 4 of 6 nodes (66%), below the " + percent + " required in namespace " + namespace}
+	}
+	floors := func(ruleAction Action, mcs ...MinCoverageConfig) *Config {
+		c := DefaultConfig()
+		if ruleAction != "" {
+			c.Rules.NodeCoverage.Action = ruleAction
+		}
+		c.Rules.NodeCoverage.Parameters.MinCoverage = mcs
+		return c
+	}
+	tests := []struct {
+		name string
+		cfg  *Config
+		ds   *appsv1.DaemonSet
+		want []wantFinding
+	}{
+		{name: "no floors", cfg: floors(""), ds: ds(), want: []wantFinding{gap}},
+		{name: "below the floor: warn by default",
+			cfg:  floors("", MinCoverageConfig{Namespaces: []string{"monitoring"}, Percent: 90}),
+			ds:   ds(),
+			want: []wantFinding{gap, below(ActionWarn, "90%", "monitoring")}},
+		{name: "glob", cfg: floors("", MinCoverageConfig{Namespaces: []string{"kube-*", "mon*"}, Percent: 90}),
+			ds: ds(), want: []wantFinding{gap, below(ActionWarn, "90%", "monitoring")}},
+		{name: "a DaemonSet that names no namespace is in default",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"default"}, Percent: 90}),
+			ds:  ds(withNamespace("")), want: []wantFinding{gap, below(ActionWarn, "90%", "default")}},
+		{name: "another namespace", cfg: floors("", MinCoverageConfig{Namespaces: []string{"logging"}, Percent: 90}),
+			ds: ds(), want: []wantFinding{gap}},
+		{name: "action deny", cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90, Action: ActionDeny}),
+			ds: ds(), want: []wantFinding{below(ActionDeny, "90%", "monitoring"), gap}},
+		{name: "action audit", cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90, Action: ActionAudit}),
+			ds: ds(), want: []wantFinding{gap, below(ActionAudit, "90%", "monitoring")}},
+		{name: "the floor's action is capped by the rule's",
+			cfg: floors(ActionWarn, MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90, Action: ActionDeny}),
+			ds:  ds(), want: []wantFinding{gap, below(ActionWarn, "90%", "monitoring")}},
+		{name: "first match wins, even when it passes",
+			cfg: floors("",
+				MinCoverageConfig{Namespaces: []string{"monitoring"}, Percent: 50},
+				MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100, Action: ActionDeny}),
+			ds: ds(), want: []wantFinding{gap}},
+		{name: "first match wins when it fails",
+			cfg: floors("",
+				MinCoverageConfig{Namespaces: []string{"logging"}, Percent: 10},
+				MinCoverageConfig{Namespaces: []string{"mon*"}, Percent: 80},
+				MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90, Action: ActionDeny}),
+			ds: ds(), want: []wantFinding{gap, below(ActionWarn, "80%", "monitoring")}},
+		{name: "just at the floor (66% of 6 is 3.96 nodes)",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 66}), ds: ds(), want: []wantFinding{gap}},
+		{name: "just below the floor (67% of 6 is 4.02 nodes)",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 67}), ds: ds(),
+			want: []wantFinding{gap, below(ActionWarn, "67%", "monitoring")}},
+		{name: "OS and architecture skips are not in the denominator",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
+			ds:  newDS(linuxOnly)},
+		{name: "but selector skips are (win-1 is not in the pool: a selector skip)",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
+			ds:  newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "linux", poolLabel: "general"})),
+			want: []wantFinding{{field: podSpecField, action: ActionWarn,
+				prefix: "covers 3 of 7 nodes (42%), below the 100% required in namespace monitoring"}}},
+		{name: "intended gaps still count against the floor",
+			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90}),
+			ds:  ds(withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			want: []wantFinding{below(ActionWarn, "90%", "monitoring"),
+				{field: tolerationsField, action: ActionAudit, prefix: "skips 2 of 7 nodes, as intended"}}},
+		{name: "no node of its OS: the floor does not apply",
+			cfg:  floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
+			ds:   newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "plan9"})),
+			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFindings(t, evalRule(t, tt.cfg, tt.ds, cluster, nodeCoverageID), tt.want)
+		})
+	}
+
+	t.Run("empty node set", func(t *testing.T) {
+		cfg := floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100, Action: ActionDeny})
+		if fs := evalRule(t, cfg, ds(), snapshotOf(), nodeCoverageID); len(fs) > 0 {
+			t.Errorf("got\n%s", describeFindings(fs))
+		}
+	})
+}
+
+func TestNodeCoverageParams_Validate(t *testing.T) {
+	fp := field.NewPath("rules", nodeCoverageID, "parameters")
+	mc := func(i int, name string) string {
+		return fp.Child("minCoverage").Index(i).Child(name).String()
+	}
+	ok := MinCoverageConfig{Namespaces: []string{"monitoring"}, Percent: 100}
+	tests := []struct {
+		name   string
+		params NodeCoverageParams
+		want   []fieldErr
+	}{
+		{name: "defaults", params: defaultNodeCoverageParams()},
+		{name: "bounds", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{
+			{Namespaces: []string{"*"}, Percent: 1, Action: ActionDeny}, ok}}},
+		{name: "every action", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{
+			{Namespaces: []string{"a"}, Percent: 50, Action: ActionWarn},
+			{Namespaces: []string{"b"}, Percent: 50, Action: ActionAudit},
+			{Namespaces: []string{"c"}, Percent: 50, Action: ActionOff}}}},
+		{name: "percent 0", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{ok, {Namespaces: []string{"x"}}}},
+			want: []fieldErr{{field: mc(1, "percent"), typ: field.ErrorTypeInvalid, detail: "between 1 and 100"}}},
+		{name: "percent above 100", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Namespaces: []string{"x"}, Percent: 101}}},
+			want: []fieldErr{{field: mc(0, "percent"), typ: field.ErrorTypeInvalid, detail: "between 1 and 100"}}},
+		{name: "negative percent", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Namespaces: []string{"x"}, Percent: -5}}},
+			want: []fieldErr{{field: mc(0, "percent"), typ: field.ErrorTypeInvalid}}},
+		{name: "bad action", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Namespaces: []string{"x"}, Percent: 50, Action: "block"}}},
+			want: []fieldErr{{field: mc(0, "action"), typ: field.ErrorTypeNotSupported}}},
+		{name: "no namespaces", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Percent: 50}}},
+			want: []fieldErr{{field: mc(0, "namespaces"), typ: field.ErrorTypeRequired}}},
+		{name: "empty and malformed globs", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Namespaces: []string{"", "[a-"}, Percent: 50}}},
+			want: []fieldErr{
+				{field: mc(0, "namespaces") + "[0]", typ: field.ErrorTypeInvalid, detail: "must not be empty"},
+				{field: mc(0, "namespaces") + "[1]", typ: field.ErrorTypeInvalid, detail: "not a valid glob"},
+			}},
+		{name: "everything wrong", params: NodeCoverageParams{MinCoverage: []MinCoverageConfig{{Percent: 0, Action: "nope"}}},
+			want: []fieldErr{
+				{field: mc(0, "namespaces"), typ: field.ErrorTypeRequired},
+				{field: mc(0, "percent"), typ: field.ErrorTypeInvalid},
+				{field: mc(0, "action"), typ: field.ErrorTypeNotSupported},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFieldErrors(t, tt.params.validate(fp), tt.want)
+		})
+	}
+
+	t.Run("Compile reports it", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Rules.NodeCoverage.Parameters.MinCoverage = []MinCoverageConfig{{Namespaces: []string{"*"}, Percent: 0}}
+		compileErr(t, cfg, "rules.node-coverage.parameters.minCoverage[0].percent")
+	})
+
+	t.Run("parsed from YAML", func(t *testing.T) {
+		cfg, err := ParseConfig([]byte(`apiVersion: dsguard.io/v1alpha1
+kind: PolicyConfig
+rules:
+  node-coverage:
+    parameters:
+      denyAtZero: false
+      minCoverage:
+        - namespaces: [monitoring, "security-*"]
+          percent: 95
+          action: deny
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.Rules.NodeCoverage.Parameters
+		if got.DenyAtZero || len(got.MinCoverage) != 1 || got.MinCoverage[0].Percent != 95 ||
+			got.MinCoverage[0].Action != ActionDeny || len(got.MinCoverage[0].Namespaces) != 2 {
+			t.Errorf("parsed %+v", got)
+		}
+		if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  node-coverage:\n    parameters:\n      minCoverage: [{namespaces: [x], percent: 150}]\n")); err == nil {
+			t.Errorf("percent 150 accepted")
+		}
+	})
+}
