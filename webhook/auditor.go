@@ -44,7 +44,9 @@ type Auditor struct {
 	Interval time.Duration
 	// Window is how long a gap lasts before it is persistent.
 	Window time.Duration
-	Now    func() time.Time
+	// Reports publishes each pass as OpenReports Reports; nil skips them.
+	Reports *ReportWriter
+	Now     func() time.Time
 
 	seen map[types.NamespacedName]*auditMemory
 }
@@ -166,6 +168,9 @@ func (a *Auditor) audit(ctx context.Context) error {
 		GapSince: gapSince, Window: a.Window})
 	for i := range entries {
 		a.observe(ctx, &entries[i], now)
+	}
+	if a.Reports != nil {
+		a.Reports.Write(ctx, entries, now)
 	}
 	for key := range a.seen {
 		if !present[key] {

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -94,6 +96,9 @@ func runServe(o *serveOptions) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := openreportsv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -156,6 +161,10 @@ func runServe(o *serveOptions) error {
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
 		Metrics: dswebhook.NewAuditMetrics(metrics.Registry), OwnNamespace: o.namespace,
 		Interval: o.auditInterval, Window: o.gapWindow,
+		Reports: &dswebhook.ReportWriter{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
+			Log: ctrl.Log.WithName("reports"), Recheck: 2 * o.auditInterval,
+		},
 	}); err != nil {
 		return err
 	}
