@@ -18,16 +18,18 @@ build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, e2e; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, chart, e2e; prints each stage's duration
 	@start=$$(date +%s); \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "Kubernetes binaries (hack/tools.sh)" hack/tools.sh && \
+	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
 
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
+# test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
 
 .PHONY: unit
 unit: ## Run the unit tests only (no control plane)
@@ -36,6 +38,14 @@ unit: ## Run the unit tests only (no control plane)
 .PHONY: e2e
 e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl
 	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | hack/e2e-summary.sh
+
+.PHONY: chart-test
+chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them)
+	$(GO) test -count=1 ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)
+
+.PHONY: chart-docs
+chart-docs: ## Regenerate the values table of charts/dsguard/README.md from values.yaml
+	$(GO) run ./hack/chart-readme -chart charts/dsguard
 
 .PHONY: demo
 demo: tools ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
@@ -60,7 +70,7 @@ docs: ## Regenerate docs/rules.md from the rule registry
 	$(GO) run ./cmd/dsguard rules -o markdown > docs/rules.md
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd and helm into the per-user cache
+tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd, helm and helm4 into the per-user cache
 	hack/tools.sh
 
 .PHONY: image

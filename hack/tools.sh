@@ -16,6 +16,7 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM4_VERSION="${HELM4_VERSION:-v4.3.1}"
 # Kubernetes pins etcd in build/dependencies.yaml of its module; read from there
 # when the module is present, this default is what v1.37.2 pins.
 ETCD_VERSION="${ETCD_VERSION:-}"
@@ -34,7 +35,7 @@ mkdir -p "$BIN_DIR"
 
 all_stamped() {
   local b
-  for b in kube-apiserver kube-controller-manager kubectl etcd helm; do
+  for b in kube-apiserver kube-controller-manager kubectl etcd helm helm4; do
     [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
   done
 }
@@ -141,11 +142,30 @@ build_helm() {
   log "helm ${HELM_VERSION}: built in $((SECONDS - start))s"
 }
 
-# The three builds are independent; run them side by side and fail if any fails.
+# Helm 4 takes its Kubernetes version for `helm template` from the client-go
+# module it is built with (read from the binary's build info), so only its own
+# version needs stamping. Installed as helm4 beside helm v3.
+build_helm4() {
+  [[ -f "$BIN_DIR/.stamp-helm4" ]] && return 0
+  local start=$SECONDS dir="$work/helm4"
+  mkdir -p "$dir"
+  printf 'module dsguard.local/helm4-tools\n\ngo 1.26\n' >"$dir/go.mod"
+  log "helm ${HELM4_VERSION}: resolving modules"
+  (cd "$dir" && go get "helm.sh/helm/v4/cmd/helm@${HELM4_VERSION}" >/dev/null 2>&1)
+  local ld="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM4_VERSION}"
+  ld+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+  log "helm ${HELM4_VERSION}: building"
+  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm4" helm.sh/helm/v4/cmd/helm)
+  touch "$BIN_DIR/.stamp-helm4"
+  log "helm ${HELM4_VERSION}: built in $((SECONDS - start))s"
+}
+
+# The builds are independent; run them side by side and fail if any fails.
 pids=()
 build_kubernetes & pids+=($!)
 build_etcd & pids+=($!)
 build_helm & pids+=($!)
+build_helm4 & pids+=($!)
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 ((rc == 0)) || { log "a build failed"; exit 1; }

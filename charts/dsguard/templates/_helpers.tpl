@@ -1,23 +1,65 @@
+{{/* Full name of the release's resources: fullnameOverride, else the
+release name, suffixed with the chart name unless it already contains it. */}}
 {{- define "dsguard.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dsguard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "dsguard.labels" -}}
-app.kubernetes.io/name: dsguard
+app.kubernetes.io/name: {{ include "dsguard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: webhook
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "dsguard.selectorLabels" -}}
-app.kubernetes.io/name: dsguard
+app.kubernetes.io/name: {{ include "dsguard.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/* The ServiceAccount dsguard runs as. */}}
+{{- define "dsguard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "dsguard.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the serving certificate. */}}
+{{- define "dsguard.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "dsguard.fullname" .)) .Values.tls.secretName -}}
+{{- end -}}
+
+{{/* The image reference: by digest when one is given. */}}
+{{- define "dsguard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Names dsguard itself uses; they must match `dsguard serve`. The policy
+ConfigMap name is fixed (the policy webhook's matchCondition names it), and so
+is the leader-election Lease (dsguard serve's LeaderElectionID). */}}
+{{- define "dsguard.policyConfigMap" -}}dsguard-policy{{- end -}}
+{{- define "dsguard.policyKey" -}}policy.yaml{{- end -}}
+{{- define "dsguard.leaseName" -}}dsguard-coverage{{- end -}}
 
 {{/* clientConfig for one webhook path: the Service, or url when set. */}}
 {{- define "dsguard.clientConfig" -}}

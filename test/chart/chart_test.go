@@ -1,0 +1,306 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// TestLint_StrictWithBothHelms runs `helm lint --strict` with Helm 3 and
+// Helm 4 for every value set: no warning, and the values meet the schema.
+func TestLint_StrictWithBothHelms(t *testing.T) {
+	e := setup(t)
+	for _, h := range e.helms() {
+		for _, c := range cases {
+			t.Run(h.name+"/"+c.name, func(t *testing.T) {
+				args := append([]string{"lint", "--strict", "charts/dsguard", "--namespace", namespace}, c.args()...)
+				r := e.run(h.path, args...)
+				if r.err != nil || !strings.Contains(r.stdout, "0 chart(s) failed") {
+					t.Fatalf("lint failed: %v\n%s", r.err, r)
+				}
+			})
+		}
+	}
+}
+
+// TestTemplate_Golden compares `helm template` with the golden files, for
+// both Helm versions (which must render the same objects). -update rewrites
+// the golden files from Helm 3.
+func TestTemplate_Golden(t *testing.T) {
+	e := setup(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			golden := filepath.Join("testdata", "golden", c.name+".yaml")
+			hs := e.helms()
+			if *update {
+				got := e.template(t, hs[0], c.args()...)
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			for _, h := range hs {
+				if got := e.template(t, h, c.args()...); got != string(want) {
+					t.Errorf("%s renders differently from %s (run with -update if intended):\n%s",
+						h.name, golden, firstDifference(string(want), got))
+				}
+			}
+		})
+	}
+}
+
+// firstDifference shows the first differing line with a little context.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			from := max(0, i-3)
+			return "line " + strconv.Itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl + "\ncontext (got):\n" +
+				strings.Join(g[from:min(len(g), i+3)], "\n")
+		}
+	}
+	return "(no difference)"
+}
+
+// TestTemplate_DeploymentArgsAreServeFlags fails when the chart passes a flag
+// that `dsguard serve` does not have, for every value set.
+func TestTemplate_DeploymentArgsAreServeFlags(t *testing.T) {
+	e := setup(t)
+	bin, err := framework.BuildDsguard(e.root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := e.run(bin, "serve", "--help")
+	if help.err != nil {
+		t.Fatalf("%v\n%s", help.err, help)
+	}
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help.stdout, -1) {
+		flags[m[1]] = true
+	}
+	if !flags["cert-dir"] || !flags["leader-elect"] {
+		t.Fatalf("could not read the flags of dsguard serve --help:\n%s", help.stdout)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := objects(t, e.template(t, e.helms()[0], c.args()...))
+			deploy := find(objs, "Deployment")
+			if len(deploy) != 1 {
+				t.Fatalf("%d Deployments rendered, want 1", len(deploy))
+			}
+			args, _ := get(deploy[0], "spec", "template", "spec", "containers", 0, "args").([]any)
+			if len(args) == 0 || args[0] != "serve" {
+				t.Fatalf("args = %v, want serve first", args)
+			}
+			for _, a := range args[1:] {
+				s, _ := a.(string)
+				name, _, _ := strings.Cut(strings.TrimPrefix(s, "--"), "=")
+				if !strings.HasPrefix(s, "--") || !flags[name] {
+					t.Errorf("argument %q is not a flag of dsguard serve", s)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplate_Defaults checks what the issue asks of the default install,
+// so that regenerating the golden files cannot silently drop it.
+func TestTemplate_Defaults(t *testing.T) {
+	e := setup(t)
+	objs := objects(t, e.template(t, e.helms()[0]))
+
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o["kind"].(string)]++
+	}
+	for kind, n := range map[string]int{
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 2,
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "ValidatingWebhookConfiguration": 1,
+		"ServiceMonitor": 0, "NetworkPolicy": 0,
+	} {
+		if kinds[kind] != n {
+			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)
+		}
+	}
+
+	d := find(objs, "Deployment")[0]
+	pod := get(d, "spec", "template", "spec")
+	ctr := get(pod, "containers", 0)
+	for _, c := range []struct {
+		path []any
+		want any
+	}{
+		{[]any{"spec", "replicas"}, 2.0},
+		{[]any{"spec", "template", "spec", "securityContext", "runAsNonRoot"}, true},
+		{[]any{"spec", "template", "spec", "securityContext", "seccompProfile", "type"}, "RuntimeDefault"},
+		{[]any{"spec", "template", "spec", "serviceAccountName"}, "dsguard"},
+		{[]any{"spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0,
+			"podAffinityTerm", "topologyKey"}, "kubernetes.io/hostname"},
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "topologyKey"}, "topology.kubernetes.io/zone"},
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "labelSelector", "matchLabels", "app.kubernetes.io/instance"}, "dsguard"},
+	} {
+		if got := get(d, c.path...); got != c.want {
+			t.Errorf("Deployment %v = %v, want %v", c.path, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		path []any
+		want any
+	}{
+		{[]any{"securityContext", "runAsNonRoot"}, true},
+		{[]any{"securityContext", "readOnlyRootFilesystem"}, true},
+		{[]any{"securityContext", "allowPrivilegeEscalation"}, false},
+		{[]any{"securityContext", "capabilities", "drop", 0}, "ALL"},
+		{[]any{"securityContext", "seccompProfile", "type"}, "RuntimeDefault"},
+		{[]any{"readinessProbe", "httpGet", "path"}, "/readyz"},
+		{[]any{"readinessProbe", "httpGet", "port"}, "health"},
+		{[]any{"livenessProbe", "httpGet", "path"}, "/healthz"},
+		{[]any{"livenessProbe", "httpGet", "port"}, "health"},
+		{[]any{"env", 0, "name"}, "POD_NAMESPACE"},
+		{[]any{"env", 0, "valueFrom", "fieldRef", "fieldPath"}, "metadata.namespace"},
+		{[]any{"resources", "requests", "cpu"}, "50m"},
+		{[]any{"resources", "limits", "memory"}, "256Mi"},
+	} {
+		if got := get(ctr, c.path...); got != c.want {
+			t.Errorf("container %v = %v, want %v", c.path, got, c.want)
+		}
+	}
+	ports := map[string]float64{}
+	for _, p := range get(ctr, "ports").([]any) {
+		ports[get(p, "name").(string)] = get(p, "containerPort").(float64)
+	}
+	if ports["webhook"] != 9443 || ports["health"] != 8081 || ports["metrics"] != 8443 {
+		t.Errorf("container ports = %v, want webhook 9443, health 8081, metrics 8443", ports)
+	}
+	var args []string
+	for _, a := range get(ctr, "args").([]any) {
+		args = append(args, a.(string))
+	}
+	for _, want := range []string{"--namespace=$(POD_NAMESPACE)", "--leader-elect=true", "--port=9443",
+		"--health-probe-bind-address=:8081", "--metrics-bind-address=:8443", "--metrics-secure=true", "--cert-dir=/etc/dsguard/tls"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+	if got := get(pod, "volumes", 0, "secret", "secretName"); got != "dsguard-tls" {
+		t.Errorf("serving certificate Secret = %v, want dsguard-tls", got)
+	}
+
+	if got := get(find(objs, "PodDisruptionBudget")[0], "spec", "minAvailable"); got != 1.0 {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, want 1", got)
+	}
+	svcPorts := map[float64]any{}
+	for _, p := range get(find(objs, "Service")[0], "spec", "ports").([]any) {
+		svcPorts[get(p, "port").(float64)] = get(p, "targetPort")
+	}
+	if svcPorts[443] != "webhook" || svcPorts[8443] != "metrics" {
+		t.Errorf("Service ports = %v, want 443 → webhook and 8443 → metrics", svcPorts)
+	}
+
+	vwc := find(objs, "ValidatingWebhookConfiguration")[0]
+	hooks := get(vwc, "webhooks").([]any)
+	wantHooks := []struct{ name, failurePolicy string }{
+		{"daemonsets.dsguard.io", "Fail"}, {"kube-system.daemonsets.dsguard.io", "Ignore"}, {"policy.dsguard.io", "Ignore"},
+	}
+	if len(hooks) != len(wantHooks) {
+		t.Fatalf("%d webhooks, want %d", len(hooks), len(wantHooks))
+	}
+	for i, w := range wantHooks {
+		h := hooks[i]
+		if get(h, "name") != w.name || get(h, "failurePolicy") != w.failurePolicy ||
+			get(h, "matchPolicy") != "Equivalent" || get(h, "sideEffects") != "None" || get(h, "timeoutSeconds") != 5.0 {
+			t.Errorf("webhook %d = %v, want %s with failurePolicy %s, matchPolicy Equivalent, sideEffects None, timeout 5",
+				i, h, w.name, w.failurePolicy)
+		}
+		if get(h, "clientConfig", "service", "name") != "dsguard" || get(h, "clientConfig", "service", "port") != 443.0 {
+			t.Errorf("webhook %s clientConfig = %v, want the Service dsguard:443", w.name, get(h, "clientConfig"))
+		}
+	}
+	excluded := get(hooks[0], "namespaceSelector", "matchExpressions", 0, "values").([]any)
+	if !slices.Contains(excluded, any(namespace)) || !slices.Contains(excluded, any("kube-system")) {
+		t.Errorf("daemonsets.dsguard.io excludes %v, want %s and kube-system", excluded, namespace)
+	}
+}
+
+// TestTemplate_PolicyParsesInDsguard feeds the policy ConfigMap each value
+// set renders to dsguard's own strict parser.
+func TestTemplate_PolicyParsesInDsguard(t *testing.T) {
+	e := setup(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs := objects(t, e.template(t, e.helms()[0], c.args()...))
+			cms := find(objs, "ConfigMap")
+			if len(cms) != 1 || get(cms[0], "metadata", "name") != "dsguard-policy" ||
+				get(cms[0], "metadata", "labels", "dsguard.io/policy") != "true" {
+				t.Fatalf("want one ConfigMap dsguard-policy labelled dsguard.io/policy=true, got %v", cms)
+			}
+			doc, _ := get(cms[0], "data", "policy.yaml").(string)
+			if _, err := policy.ParseConfig([]byte(doc)); err != nil {
+				t.Errorf("the rendered policy is refused by dsguard: %v\n%s", err, doc)
+			}
+		})
+	}
+}
+
+// TestTemplate_OptionalObjects checks what the non-default value sets switch
+// on and off.
+func TestTemplate_OptionalObjects(t *testing.T) {
+	e := setup(t)
+	h := e.helms()[0]
+
+	mon := objects(t, e.template(t, h, valueCase{values: "fail-open-monitored.yaml"}.args()...))
+	if len(find(mon, "ServiceMonitor")) != 1 || len(find(mon, "NetworkPolicy")) != 1 {
+		t.Error("fail-open-monitored: want a ServiceMonitor and a NetworkPolicy")
+	}
+	hooks := get(find(mon, "ValidatingWebhookConfiguration")[0], "webhooks").([]any)
+	if get(hooks[0], "failurePolicy") != "Ignore" || get(hooks[0], "timeoutSeconds") != 3.0 {
+		t.Errorf("fail-open-monitored: daemonsets.dsguard.io = %v, want failurePolicy Ignore, timeout 3", hooks[0])
+	}
+	excluded := get(hooks[0], "namespaceSelector", "matchExpressions", 0, "values").([]any)
+	for _, ns := range []string{namespace, "kube-system", "monitoring", "logging"} {
+		if !slices.Contains(excluded, any(ns)) {
+			t.Errorf("fail-open-monitored: %s is not excluded: %v", ns, excluded)
+		}
+	}
+
+	url := objects(t, e.template(t, h, valueCase{values: "webhook-url.yaml"}.args()...))
+	for _, hook := range get(find(url, "ValidatingWebhookConfiguration")[0], "webhooks").([]any) {
+		u, _ := get(hook, "clientConfig", "url").(string)
+		if !strings.HasPrefix(u, "https://dsguard.example.com:9443/validate-") || get(hook, "clientConfig", "service") != nil ||
+			get(hook, "clientConfig", "caBundle") == nil {
+			t.Errorf("webhook-url: clientConfig = %v, want the URL and the caBundle, no Service", get(hook, "clientConfig"))
+		}
+	}
+
+	single := objects(t, e.template(t, h, valueCase{values: "single-replica.yaml"}.args()...))
+	for _, kind := range []string{"PodDisruptionBudget", "ServiceAccount", "ServiceMonitor"} {
+		if n := len(find(single, kind)); n != 0 {
+			t.Errorf("single-replica: %d %s rendered, want none", n, kind)
+		}
+	}
+	if n := len(find(single, "ClusterRole")); n != 1 {
+		t.Errorf("single-replica: %d ClusterRoles, want 1 (no metrics reader without metrics)", n)
+	}
+	for _, b := range append(find(single, "RoleBinding"), find(single, "ClusterRoleBinding")...) {
+		if get(b, "subjects", 0, "name") != "platform-dsguard" {
+			t.Errorf("single-replica: %s binds %v, want the existing ServiceAccount platform-dsguard", b["kind"], get(b, "subjects"))
+		}
+	}
+}

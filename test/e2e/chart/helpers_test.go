@@ -1,0 +1,172 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// helmBin is one Helm binary the chart must install with.
+type helmBin struct {
+	name string // helm3 or helm4
+	path string
+}
+
+// helms returns Helm 3 and Helm 4 as hack/tools.sh builds them.
+func helms() []helmBin {
+	return []helmBin{
+		{name: "helm3", path: filepath.Join(cluster.Tools, "helm")},
+		{name: "helm4", path: filepath.Join(cluster.Tools, "helm4")},
+	}
+}
+
+// helm runs a Helm binary against the test cluster, in the repository root,
+// with its own empty configuration (no repositories, no plugins).
+func helm(t *testing.T, h helmBin, args ...string) framework.Result {
+	t.Helper()
+	home := t.TempDir()
+	env := []string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home}
+	r := runCmd(t.Context(), "", env, h.path, append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	t.Logf("$ %s %s\n%s%s", h.name, strings.Join(args, " "), r.Stdout, r.Stderr)
+	return r
+}
+
+// kubectl runs the built kubectl against the test cluster and logs it.
+func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
+	t.Helper()
+	r := cluster.Kubectl(t.Context(), stdin, args...)
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	return r
+}
+
+// mustKubectl fails the test when kubectl fails.
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	r := kubectl(t, stdin, args...)
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	return r.Stdout
+}
+
+func runCmd(ctx context.Context, stdin string, env []string, bin string, args ...string) framework.Result {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = cluster.Root
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := framework.Result{Command: filepath.Base(bin) + " " + strings.Join(args, " "), Stdout: out.String(), Stderr: errb.String(), Err: err}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.ExitCode = ee.ExitCode()
+	} else if err != nil {
+		r.ExitCode = -1
+	}
+	return r
+}
+
+// eventually retries check every 250ms until it returns true or timeout
+// passes; it returns the time it took, or fails the test with last().
+func eventually(t *testing.T, timeout time.Duration, check func() bool, last func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if check() {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("not within %s: %s", timeout, last())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// getJSON returns an object as a map.
+func getJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out := mustKubectl(t, "", append([]string{"get", "-o", "json"}, args...)...)
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(out), &obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// field walks map keys and list indexes.
+func field(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// example reads a file of examples/.
+func example(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// denied reports whether kubectl was refused by the named webhook with every fragment.
+func denied(r framework.Result, webhook string, fragments ...string) bool {
+	if r.ExitCode != 1 || !strings.Contains(r.Stderr, `admission webhook "`+webhook+`" denied the request`) {
+		return false
+	}
+	for _, f := range fragments {
+		if !strings.Contains(r.Stderr, f) {
+			return false
+		}
+	}
+	return true
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond every 100ms for up to 30s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

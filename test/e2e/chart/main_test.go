@@ -1,0 +1,59 @@
+// Package chart proves the Helm chart against a real kube-apiserver: every
+// rendered object is valid on the server, `helm install` with Helm 3 and
+// Helm 4 gives a webhook configuration through which kubectl is rejected and
+// warned, and the chart's ServiceAccount can do what dsguard needs and
+// nothing more (a `kubectl auth can-i` matrix, and dsguard itself running
+// with exactly that identity).
+//
+// envtest's kube-apiserver runs with --authorization-mode=RBAC (its default),
+// so impersonated `can-i` answers are the RBAC answers a cluster would give.
+// There is no kubelet: the chart's Pods never run, so the webhook
+// configuration is pointed at a dsguard started on this machine instead.
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// cluster is shared by every test of the package: one control plane.
+var cluster *framework.Cluster
+
+// caBundle is the CA of the locally started dsguard's serving certificate,
+// base64-encoded, as framework.Start installed it.
+var caBundle string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var err error
+	cluster, err = framework.Start(ctx, framework.Options{Log: os.Stderr, Nodes: framework.SmallCluster})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: chart: cannot start the control plane:", err)
+		return 1
+	}
+	defer cluster.Stop()
+	fmt.Fprintf(os.Stderr, "e2e: chart: control plane, dsguard and nodes ready in %s\n", time.Since(start).Round(time.Millisecond))
+	r := cluster.Kubectl(ctx, "", "get", "validatingwebhookconfiguration", "dsguard",
+		"-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+	if r.Err != nil || r.Stdout == "" {
+		fmt.Fprintln(os.Stderr, "e2e: chart: cannot read the CA of dsguard's serving certificate:", r.Error())
+		return 1
+	}
+	caBundle = r.Stdout
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "e2e: chart: dsguard log:\n%s\n", cluster.DsguardLog())
+	}
+	return code
+}
