@@ -231,20 +231,6 @@ func BenchmarkCoverageSnapshotRebuild(b *testing.B) {
 	}
 }
 
-// stripNode mirrors webhook.StripNode (the webhook imports this package, so
-// this package's tests cannot import it): the node informer's transform keeps
-// name, uid, resourceVersion, labels, taints and cordon.
-func stripNode(n *corev1.Node) *corev1.Node {
-	return &corev1.Node{
-		TypeMeta: n.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
-			DeletionTimestamp: n.DeletionTimestamp,
-		},
-		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
-	}
-}
-
 // heapInUse returns the live heap after a full collection.
 func heapInUse() uint64 {
 	runtime.GC()
@@ -265,7 +251,7 @@ func BenchmarkCoverageHeapPerNode(b *testing.B) {
 	strip := func(full []*corev1.Node) []*corev1.Node {
 		cached := make([]*corev1.Node, len(full))
 		for i, node := range full {
-			cached[i] = stripNode(node)
+			cached[i] = StripNode(node)
 		}
 		return cached
 	}

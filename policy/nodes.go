@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // NodeSnapshot is an immutable view of the cluster's nodes, grouped into
@@ -94,6 +95,21 @@ func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 		s.classOf[p] = r.class
 	}
 	return s
+}
+
+// StripNode returns a copy of n with only what the prediction reads: name,
+// uid, resourceVersion, labels, taints and cordon. The node informer applies
+// it as a cache transform, so a 5,000-node cache holds no images, conditions,
+// managed fields or annotations.
+func StripNode(n *corev1.Node) *corev1.Node {
+	return &corev1.Node{
+		TypeMeta: n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+			DeletionTimestamp: n.DeletionTimestamp,
+		},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+	}
 }
 
 // writeClassKey writes a canonical encoding of the node's labels (without

@@ -58,7 +58,7 @@ var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
 // Handle implements admission.Handler.
 func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	resp := h.handle(ctx, req)
-	h.countDecision(req, resp)
+	h.countDecision(resp)
 	return resp
 }
 
@@ -174,7 +174,7 @@ func (h *DaemonSetHandler) countFindings(fs []policy.Finding) {
 	}
 }
 
-func (h *DaemonSetHandler) countDecision(req admission.Request, resp admission.Response) {
+func (h *DaemonSetHandler) countDecision(resp admission.Response) {
 	if h.metrics == nil {
 		return
 	}
@@ -189,6 +189,5 @@ func (h *DaemonSetHandler) countDecision(req admission.Request, resp admission.R
 	case resp.Result != nil && resp.Result.Message != "":
 		result = "skipped"
 	}
-	_ = req
 	h.metrics.Decisions.WithLabelValues(result).Inc()
 }

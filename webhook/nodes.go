@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,20 +138,10 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// StripNode is a cache transform that keeps only what the coverage
-// prediction reads (name, labels, taints), so that a 5,000-node cache does
-// not hold images, conditions, managed fields and annotations.
+// StripNode is the node informer's cache transform (see policy.StripNode).
 func StripNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
+	if n, ok := obj.(*corev1.Node); ok {
+		return policy.StripNode(n), nil
 	}
-	return &corev1.Node{
-		TypeMeta: n.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
-			DeletionTimestamp: n.DeletionTimestamp,
-		},
-		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
-	}, nil
+	return obj, nil
 }

@@ -1,15 +1,11 @@
 package chart
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,24 +56,7 @@ func mustKubectl(t *testing.T, stdin string, args ...string) string {
 }
 
 func runCmd(ctx context.Context, stdin string, env []string, bin string, args ...string) framework.Result {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = cluster.Root
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := framework.Result{Command: filepath.Base(bin) + " " + strings.Join(args, " "), Stdout: out.String(), Stderr: errb.String(), Err: err}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.ExitCode = ee.ExitCode()
-	} else if err != nil {
-		r.ExitCode = -1
-	}
-	return r
+	return framework.Run(ctx, cluster.Root, stdin, env, bin, args...)
 }
 
 // eventually retries check every 250ms until it returns true or timeout

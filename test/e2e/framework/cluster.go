@@ -324,8 +324,18 @@ func (c *Cluster) Kubectl(ctx context.Context, stdin string, args ...string) Res
 }
 
 func run(ctx context.Context, stdin, bin, dir string, args ...string) Result {
+	return Run(ctx, dir, stdin, nil, bin, args...)
+}
+
+// Run runs bin in dir with extra environment variables env, feeding it stdin
+// (when not empty), and returns its output and exit status. The child dies
+// with the test process.
+func Run(ctx context.Context, dir, stdin string, env []string, bin string, args ...string) Result {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
