@@ -207,7 +207,9 @@ func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, now time.Ti
 	}
 	mem.gaps = gaps
 
-	// The status counters changed state.
+	// The status counters changed state. Gaps are Warnings (also when first
+	// seen); the other transitions are Normal Events, except the brief
+	// NotObserved after every spec change.
 	if st := e.Status.State; st != mem.state {
 		switch {
 		case e.Status.HasGap():
@@ -216,8 +218,11 @@ func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, now time.Ti
 				msg += "; " + a.investigate(ctx, e)
 			}
 			a.event(ds, corev1.EventTypeWarning, string(st), "%s", msg)
-		case known && st == policy.StateHealthy && isGapState(mem.state):
+		case !known || st == policy.StateNotObserved:
+		case st == policy.StateHealthy && isGapState(mem.state):
 			a.event(ds, corev1.EventTypeNormal, "CoverageRestored", "%s", e.Status.Reason)
+		default:
+			a.event(ds, corev1.EventTypeNormal, string(st), "%s", e.Status.Reason)
 		}
 		mem.state = st
 	}

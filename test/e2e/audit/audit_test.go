@@ -25,13 +25,22 @@ func wantOutput(t *testing.T, out string, fragments ...string) {
 
 func TestAudit_Healthy(t *testing.T) {
 	create(t, daemonSet("steady", tolerateAll))
-	runPods(t, "steady", 4)
+	// One Pod starts unready, so the auditor sees the DaemonSet reach
+	// Healthy (and says so) rather than find it healthy already.
+	runPods(t, "steady", 4, "worker-1")
+	waitEvent(t, "steady", "CoverageGap", "nodes without a ready Pod")
+	for _, p := range podsOf(t, "steady") {
+		if targetNode(&p) == "worker-1" {
+			setPodStatus(t, p.Name, true)
+		}
+	}
 	waitStatus(t, "steady", func(ds *appsv1.DaemonSet) bool { return ds.Status.NumberReady == 4 && ds.Status.NumberAvailable == 4 })
 	r := audit(t, "-n", "audit", "steady", "--exit-code")
 	if r.ExitCode != 0 {
 		t.Errorf("--exit-code on a healthy DaemonSet: exit %d", r.ExitCode)
 	}
 	wantOutput(t, r.Stdout, "audit      steady  4        4        4      4           4          0             0        Healthy  4 of 4 nodes covered")
+	waitEvent(t, "steady", "CoverageRestored", "4 of 4 nodes covered")
 }
 
 func TestAudit_CoverageGapTurnsPersistent(t *testing.T) {
@@ -80,6 +89,7 @@ func TestAudit_RollingOut(t *testing.T) {
 	})
 	r := audit(t, "-n", "audit", "steady")
 	wantOutput(t, r.Stdout, "RollingOut", "of 4 Pods updated")
+	waitEvent(t, "steady", "RollingOut", "of 4 Pods updated")
 }
 
 func TestAudit_Misscheduled(t *testing.T) {
