@@ -152,3 +152,35 @@ func TestRules_Markdown(t *testing.T) {
 		t.Fatal("`dsguard rules -o markdown` differs from docs/rules.md: run `make docs`")
 	}
 }
+
+// TestCheck_NodesParity: with the e2e cluster's nodes, check prints the same
+// coverage verdicts the webhook gives through the real API server
+// (test/e2e: TestLiveCoverage_WarningNamesSkippedNode expects this warning).
+func TestCheck_NodesParity(t *testing.T) {
+	warnPolicy := filepath.Join(t.TempDir(), "warn.yaml")
+	if err := os.WriteFile(warnPolicy, []byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  control-plane-toleration:\n    action: warn\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "--nodes", "../../examples/nodes.yaml", "--config", warnPolicy)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	want := "no toleration for node-role.kubernetes.io/control-plane:NoSchedule: skips cp-1 (1 of 4 nodes), unseen in desiredNumberScheduled"
+	if !strings.Contains(out, "WARN  control-plane-toleration") || !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+
+	// The GPU exporter selects worker-3, which it tolerates: no coverage finding.
+	out, _, _ = runCLI(t, "", "check", "-f", "../../examples/node-exporter-gpu.yaml", "--nodes", "../../examples/nodes.yaml")
+	if strings.Contains(out, "node-coverage") {
+		t.Errorf("gpu exporter: unexpected node-coverage finding:\n%s", out)
+	}
+	// Without --nodes the node rules are skipped, and check says so.
+	out, _, _ = runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml")
+	if !strings.Contains(out, "note: node-dependent rules were skipped") {
+		t.Errorf("check without --nodes must say node rules were skipped:\n%s", out)
+	}
+	if _, err, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "--nodes", "../../examples/policy.yaml"); code != 2 || err == nil {
+		t.Errorf("--nodes without Node objects: exit %d, err %v; want 2", code, err)
+	}
+}
