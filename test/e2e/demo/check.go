@@ -9,10 +9,10 @@ import (
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
-// runDsguardCheck runs the offline check on the examples with the dsguard
-// binary under test and returns its output and exit status.
+// runDsguardCheck runs the offline check on the examples, against the demo's
+// node set, with the dsguard binary under test and returns its output and exit status.
 func runDsguardCheck(ctx context.Context, c *framework.Cluster) (string, int) {
-	cmd := exec.CommandContext(ctx, c.Dsguard, "check", "-f", "examples/")
+	cmd := exec.CommandContext(ctx, c.Dsguard, "check", "-f", "examples/", "--nodes", "examples/nodes.yaml")
 	cmd.Dir = c.Root
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

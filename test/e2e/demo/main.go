@@ -61,8 +61,9 @@ func (d *demo) example(name string, replacements ...string) (string, error) {
 	return strings.NewReplacer(replacements...).Replace(string(data)), err
 }
 
-// waitForVerdict waits until a dry-run of manifest exits with wantExit,
-// i.e. until dsguard enforces a policy just applied, and says how long it took.
+// waitForVerdict waits until a dry-run of manifest (a DaemonSet that does
+// not exist, so the dry-run is a CREATE) exits with wantExit, i.e. until
+// dsguard enforces a policy just applied, and says how long it took.
 func (d *demo) waitForVerdict(manifest string, wantExit int) time.Duration {
 	start := time.Now()
 	for time.Since(start) < 20*time.Second && d.ctx.Err() == nil {
@@ -150,7 +151,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("(dsguard enforced the new policy %s after the edit)\n", d.waitForVerdict(legacy, 0))
+	probe, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: policy-probe\n")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("(dsguard enforced the new policy %s after the edit)\n", d.waitForVerdict(probe, 0))
 	if err := d.kubectl(0, legacy, "kubectl apply -f legacy-exporter.yaml   # node-exporter.yaml, renamed", "apply", "-f", "-"); err != nil {
 		return err
 	}
@@ -165,14 +170,14 @@ func run(ctx context.Context) error {
 	if err := d.kubectl(0, policyConfigMap("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"), "kubectl apply -f dsguard-policy.yaml   # defaults", "apply", "-f", "-"); err != nil {
 		return err
 	}
-	fmt.Printf("(dsguard enforced the defaults %s after the edit)\n", d.waitForVerdict(legacy, 1))
+	fmt.Printf("(dsguard enforced the defaults %s after the edit)\n", d.waitForVerdict(probe, 1))
 	d.say("A label-only change to it is not blocked by the old problem: admitted with a warning")
 	if err := d.kubectl(0, "", "", "label", "daemonset", "-n", "monitoring", "legacy-exporter", "team=observability"); err != nil {
 		return err
 	}
 
-	d.say("The same engine offline, for CI: dsguard check -f examples/")
-	fmt.Println("$ dsguard check -f examples/")
+	d.say("The same engine offline, for CI, with the same nodes: dsguard check -f examples/ --nodes examples/nodes.yaml")
+	fmt.Println("$ dsguard check -f examples/ --nodes examples/nodes.yaml")
 	out, code := runDsguardCheck(ctx, cluster)
 	fmt.Print(out)
 	fmt.Printf("(exit status %d: 1 means some DaemonSet is denied, so a CI job fails)\n", code)
