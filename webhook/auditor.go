@@ -77,7 +77,7 @@ func NewAuditMetrics(reg prometheus.Registerer) *AuditMetrics {
 	m := &AuditMetrics{
 		Uncovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dsguard_daemonset_uncovered_nodes",
-			Help: "Nodes a DaemonSet is predicted to skip, by reason (taint, transient-taint, selector, os-arch, nodeName).",
+			Help: "Nodes a DaemonSet is predicted to skip, by reason (taint, intended-taint, transient-taint, selector, os-arch, nodeName).",
 		}, []string{"namespace", "daemonset", "reason"}),
 		Eligible: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dsguard_daemonset_predicted_nodes",
@@ -334,11 +334,16 @@ func (a *Auditor) record(e *report.AuditEntry) {
 		return
 	}
 	ns, name := e.DaemonSet.Namespace, e.DaemonSet.Name
-	counts := map[string]int{"taint": 0, "transient-taint": 0, "selector": 0, "os-arch": 0, "nodeName": 0}
+	counts := map[string]int{"taint": 0, "intended-taint": 0, "transient-taint": 0, "selector": 0, "os-arch": 0, "nodeName": 0}
 	for _, s := range e.Coverage.Skips {
 		reason := string(s.Kind)
-		if s.Kind == policy.SkipTaint && s.Transient {
+		switch {
+		case s.Kind == policy.SkipTaint && s.Transient:
 			reason = "transient-taint"
+		case s.Kind == policy.SkipTaint && e.Intended != "":
+			// Declared with coverage.dsguard.io/intended: kept apart
+			// so that alerts on reason="taint" see only real gaps.
+			reason = "intended-taint"
 		}
 		counts[reason] += len(s.Nodes)
 	}

@@ -133,7 +133,7 @@ func TestTemplate_Defaults(t *testing.T) {
 	for kind, n := range map[string]int{
 		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 2,
 		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "ValidatingWebhookConfiguration": 1,
-		"ServiceMonitor": 0, "NetworkPolicy": 0,
+		"ServiceMonitor": 0, "PrometheusRule": 0, "NetworkPolicy": 0,
 	} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)
@@ -266,8 +266,8 @@ func TestTemplate_OptionalObjects(t *testing.T) {
 	h := e.helms()[0]
 
 	mon := objects(t, e.template(t, h, valueCase{values: "fail-open-monitored.yaml"}.args()...))
-	if len(find(mon, "ServiceMonitor")) != 1 || len(find(mon, "NetworkPolicy")) != 1 {
-		t.Error("fail-open-monitored: want a ServiceMonitor and a NetworkPolicy")
+	if len(find(mon, "ServiceMonitor")) != 1 || len(find(mon, "PrometheusRule")) != 1 || len(find(mon, "NetworkPolicy")) != 1 {
+		t.Error("fail-open-monitored: want a ServiceMonitor, a PrometheusRule and a NetworkPolicy")
 	}
 	hooks := get(find(mon, "ValidatingWebhookConfiguration")[0], "webhooks").([]any)
 	if get(hooks[0], "failurePolicy") != "Ignore" || get(hooks[0], "timeoutSeconds") != 3.0 {
@@ -290,7 +290,7 @@ func TestTemplate_OptionalObjects(t *testing.T) {
 	}
 
 	single := objects(t, e.template(t, h, valueCase{values: "single-replica.yaml"}.args()...))
-	for _, kind := range []string{"PodDisruptionBudget", "ServiceAccount", "ServiceMonitor"} {
+	for _, kind := range []string{"PodDisruptionBudget", "ServiceAccount", "ServiceMonitor", "PrometheusRule"} {
 		if n := len(find(single, kind)); n != 0 {
 			t.Errorf("single-replica: %d %s rendered, want none", n, kind)
 		}

@@ -212,7 +212,8 @@ func TestSchema_RejectsUnknownKeys(t *testing.T) {
 	e := setup(t)
 	for _, h := range e.helms() {
 		for _, set := range []string{"replicaCont=3", "webhook.failurPolicy=Ignore", "policy.rules.privileged.acton=deny",
-			"policy.rules.no-such-rule.action=deny", "securityContext.runAsNonRot=true", "webhook.failurePolicy=Sometimes"} {
+			"policy.rules.no-such-rule.action=deny", "securityContext.runAsNonRot=true", "webhook.failurePolicy=Sometimes",
+			"prometheusRule.runbookURL=https://example.com"} {
 			t.Run(h.name+"/"+set, func(t *testing.T) {
 				r := e.run(h.path, "template", "dsguard", "charts/dsguard", "--set", set)
 				if r.err == nil || !strings.Contains(r.stderr, "schema") {

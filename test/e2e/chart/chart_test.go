@@ -22,8 +22,8 @@ const (
 // (test/chart/testdata/values); empty means the defaults.
 var valueSets = []string{"", "webhook-url.yaml", "single-replica.yaml"}
 
-// monitored is the value set with a ServiceMonitor, whose CRD the API server
-// lacks until the test installs it.
+// monitored is the value set with a ServiceMonitor and a PrometheusRule,
+// whose CRDs the API server lacks until the test installs them.
 const monitored = "fail-open-monitored.yaml"
 
 func valuesArgs(file string) []string {
@@ -79,37 +79,46 @@ func TestRenderedChart_IsValidOnTheServer(t *testing.T) {
 		})
 	}
 
-	// The ServiceMonitor is rendered only when enabled, and then needs the
-	// Prometheus Operator's CRD: without it that object alone is refused.
+	// The ServiceMonitor and the PrometheusRule are rendered only when
+	// enabled, and then need the Prometheus Operator's CRDs: without them
+	// those two objects alone are refused.
 	t.Run("fail-open-monitored", func(t *testing.T) {
 		manifests := render(t, h, monitored)
 		r := kubectl(t, manifests, "apply", "--dry-run=server", "-f", "-")
-		if r.ExitCode == 0 || !strings.Contains(r.Stderr, `no matches for kind "ServiceMonitor" in version "monitoring.coreos.com/v1"`) {
-			t.Fatalf("without the CRD, want the ServiceMonitor refused:\n%s", r.Stderr)
+		for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+			if r.ExitCode == 0 || !strings.Contains(r.Stderr, `no matches for kind "`+kind+`" in version "monitoring.coreos.com/v1"`) {
+				t.Fatalf("without the CRDs, want the %s refused:\n%s", kind, r.Stderr)
+			}
 		}
-		if got, want := strings.Count(r.Stdout, "(server dry run)"), kinds(manifests)-1; got != want {
-			t.Errorf("without the CRD: %d objects accepted, want all %d others", got, want)
+		if got, want := strings.Count(r.Stdout, "(server dry run)"), kinds(manifests)-2; got != want {
+			t.Errorf("without the CRDs: %d objects accepted, want all %d others", got, want)
 		}
 
-		mustKubectl(t, "", "apply", "--server-side", "-f", serviceMonitorCRD(t))
-		mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/servicemonitors.monitoring.coreos.com")
+		for _, crd := range []string{"servicemonitors", "prometheusrules"} {
+			mustKubectl(t, "", "apply", "--server-side", "-f", prometheusOperatorCRD(t, crd))
+			mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".monitoring.coreos.com")
+		}
 		var last string
 		eventually(t, 15*time.Second, func() bool {
 			r = kubectl(t, manifests, "apply", "--dry-run=server", "-f", "-")
 			last = r.Stdout + r.Stderr
 			return r.Err == nil
 		}, func() string { return last })
-		if !strings.Contains(r.Stdout, "servicemonitor.monitoring.coreos.com/dsguard created (server dry run)") ||
-			strings.Count(r.Stdout, "(server dry run)") != kinds(manifests) {
-			t.Errorf("with the CRD, want every object accepted:\n%s", r.Stdout)
+		for _, obj := range []string{"servicemonitor", "prometheusrule"} {
+			if !strings.Contains(r.Stdout, obj+".monitoring.coreos.com/dsguard created (server dry run)") {
+				t.Errorf("with the CRDs, want the %s accepted:\n%s", obj, r.Stdout)
+			}
+		}
+		if strings.Count(r.Stdout, "(server dry run)") != kinds(manifests) {
+			t.Errorf("with the CRDs, want every object accepted:\n%s", r.Stdout)
 		}
 	})
 }
 
-// serviceMonitorCRD returns the path of the ServiceMonitor CRD as the
-// Prometheus Operator publishes it, from its Go module (the module proxy, then
-// the module cache), not from anywhere else.
-func serviceMonitorCRD(t *testing.T) string {
+// prometheusOperatorCRD returns the path of a CRD (by its plural, e.g.
+// servicemonitors) as the Prometheus Operator publishes it, from its Go module
+// (the module proxy, then the module cache), not from anywhere else.
+func prometheusOperatorCRD(t *testing.T, plural string) string {
 	t.Helper()
 	const module = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 	cmd := exec.CommandContext(t.Context(), "go", "mod", "download", "-json", module)
@@ -122,7 +131,7 @@ func serviceMonitorCRD(t *testing.T) string {
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
 		t.Fatalf("go mod download %s: %v %s", module, err, info.Error)
 	}
-	return filepath.Join(info.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml")
+	return filepath.Join(info.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+plural+".yaml")
 }
 
 // notesManifest extracts the smoke-test DaemonSet from the notes helm
