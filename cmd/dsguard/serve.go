@@ -126,7 +126,7 @@ func runServe(o *serveOptions) error {
 			},
 			// Nodes: only names, labels and taints are kept.
 			&corev1.Node{}: {Transform: dswebhook.StripNode},
-			// DaemonSets: the watcher reads metadata and spec.
+			// DaemonSets: the auditor reads metadata, spec and status.
 			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
 		LeaderElection:                o.leaderElect,
