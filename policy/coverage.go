@@ -118,7 +118,7 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	spec := &ds.Spec.Template.Spec
 	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
 	var relaxed *nodeaffinity.RequiredNodeAffinity
-	perNode := spec.NodeName != "" || looksAtNodeIdentity(spec)
+	perNode := spec.NodeName != "" || nodes.looksAtNodeIdentity(spec)
 	tolerations := daemonTolerations(spec)
 	// Decisions go to groups first (a class, or with perNode each node, gets
 	// a group index, -1 when eligible); one pass over the snapshot's sorted
@@ -153,7 +153,7 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	}
 	for i := range nodes.classes {
 		class := &nodes.classes[i]
-		node := class.node // a copy: Name and hostname are set per member below
+		node := class.node // a copy: Name and per-node labels are set per member below
 		if !perNode {
 			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
 				cov.Eligible += len(class.members)
@@ -163,27 +163,41 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 			}
 			continue
 		}
-		labels := make(map[string]string, len(node.Labels)+1)
+		labels := make(map[string]string, len(node.Labels)+len(nodes.perNodeKeys))
 		for k, v := range node.Labels {
 			labels[k] = v
 		}
 		node.Labels = labels
+		// Taints belong to the class: decided once, on first need.
+		taintGroup, taintDecided := int32(-1), false
 		for _, m := range class.members {
 			node.Name = m.name
-			if m.hasHostname {
-				labels[perNodeLabel] = m.hostname
-			} else {
-				delete(labels, perNodeLabel)
+			for j, k := range nodes.perNodeKeys {
+				if m.perNode[j].present {
+					labels[k] = m.perNode[j].value
+				} else {
+					delete(labels, k)
+				}
 			}
 			if spec.NodeName != "" && spec.NodeName != m.name {
 				nodeGroup[m.pos] = group(SkipNodeName, nil, 1)
 				continue
 			}
-			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
+			if kind, ok := matchAffinity(&node, spec, affinity, &relaxed); !ok {
+				nodeGroup[m.pos] = group(kind, nil, 1)
+				continue
+			}
+			if !taintDecided {
+				if taint, untolerated := untoleratedTaint(node.Spec.Taints, tolerations); untolerated {
+					taintGroup = group(SkipTaint, taint, 0)
+				}
+				taintDecided = true
+			}
+			nodeGroup[m.pos] = taintGroup
+			if taintGroup < 0 {
 				cov.Eligible++
-				nodeGroup[m.pos] = -1
 			} else {
-				nodeGroup[m.pos] = group(kind, taint, 1)
+				sizes[taintGroup]++
 			}
 		}
 	}
@@ -218,25 +232,41 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 // OS/architecture mismatch from a deliberate selection.
 func placeOn(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinity.RequiredNodeAffinity,
 	relaxed **nodeaffinity.RequiredNodeAffinity, tolerations []corev1.Toleration) (SkipKind, *corev1.Taint, bool) {
-	// Parsing errors count as no match, as in the controller.
-	if ok, _ := affinity.Match(node); !ok {
-		if *relaxed == nil {
-			r := withoutOSArch(spec)
-			*relaxed = &r
-		}
-		if ok, _ := (*relaxed).Match(node); ok {
-			return SkipOSArch, nil, false
-		}
-		return SkipSelector, nil, false
+	if kind, ok := matchAffinity(node, spec, affinity, relaxed); !ok {
+		return kind, nil, false
 	}
-	taint, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints, tolerations,
+	if taint, untolerated := untoleratedTaint(node.Spec.Taints, tolerations); untolerated {
+		return SkipTaint, taint, false
+	}
+	return "", nil, true
+}
+
+// matchAffinity applies the required node affinity (nodeSelector included);
+// on a mismatch it says whether OS or architecture alone was the reason.
+func matchAffinity(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinity.RequiredNodeAffinity,
+	relaxed **nodeaffinity.RequiredNodeAffinity) (SkipKind, bool) {
+	// Parsing errors count as no match, as in the controller.
+	if ok, _ := affinity.Match(node); ok {
+		return "", true
+	}
+	if *relaxed == nil {
+		r := withoutOSArch(spec)
+		*relaxed = &r
+	}
+	if ok, _ := (*relaxed).Match(node); ok {
+		return SkipOSArch, false
+	}
+	return SkipSelector, false
+}
+
+// untoleratedTaint returns the first NoSchedule or NoExecute taint the
+// tolerations leave untolerated, as the controller's predicate does.
+func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (*corev1.Taint, bool) {
+	taint, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), taints, tolerations,
 		func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}, comparisonOperatorsEnabled)
-	if untolerated {
-		return SkipTaint, &taint, false
-	}
-	return "", nil, true
+	return &taint, untolerated
 }
 
 // daemonTolerations are the tolerations of the Pods the controller creates:
@@ -252,10 +282,12 @@ func daemonTolerations(spec *corev1.PodSpec) []corev1.Toleration {
 }
 
 // looksAtNodeIdentity reports whether the placement depends on a node's own
-// name or hostname, which classes do not share.
-func looksAtNodeIdentity(spec *corev1.PodSpec) bool {
-	if _, ok := spec.NodeSelector[perNodeLabel]; ok {
-		return true
+// name or on a per-node label, which classes do not share.
+func (s *NodeSnapshot) looksAtNodeIdentity(spec *corev1.PodSpec) bool {
+	for k := range spec.NodeSelector {
+		if s.isPerNodeKey(k) {
+			return true
+		}
 	}
 	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
 		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
@@ -266,7 +298,7 @@ func looksAtNodeIdentity(spec *corev1.PodSpec) bool {
 			return true
 		}
 		for _, r := range t.MatchExpressions {
-			if r.Key == perNodeLabel {
+			if s.isPerNodeKey(r.Key) {
 				return true
 			}
 		}

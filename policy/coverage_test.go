@@ -424,7 +424,7 @@ func TestPredictCoverage(t *testing.T) {
 func TestPredictCoverage_PerNodeMatchesPerClass(t *testing.T) {
 	var nodes []*corev1.Node
 	for i := range 60 {
-		n := newNode(fmt.Sprintf("n-%02d", i), nodeLabels("pool", fmt.Sprint(i%4), "unique", fmt.Sprint(i)))
+		n := newNode(fmt.Sprintf("n-%02d", i), nodeLabels("pool", fmt.Sprint(i%4)))
 		switch i % 5 {
 		case 1:
 			n.Spec.Taints = []corev1.Taint{noSchedule("dedicated")}
@@ -435,13 +435,16 @@ func TestPredictCoverage_PerNodeMatchesPerClass(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	unique := NewNodeSnapshot(nodes) // every node its own class
-	shared := make([]*corev1.Node, len(nodes))
+	// A PreferNoSchedule taint of its own, which never excludes, makes every
+	// node a class of its own.
+	uniqueNodes := make([]*corev1.Node, len(nodes))
 	for i, n := range nodes {
 		c := n.DeepCopy()
-		delete(c.Labels, "unique")
-		shared[i] = c
+		c.Spec.Taints = append(c.Spec.Taints, corev1.Taint{Key: "unique", Value: fmt.Sprint(i), Effect: corev1.TaintEffectPreferNoSchedule})
+		uniqueNodes[i] = c
 	}
+	unique := NewNodeSnapshot(uniqueNodes)
+	shared := nodes
 	classes := NewNodeSnapshot(shared)
 	if unique.Classes() != len(nodes) || classes.Classes() >= 20 {
 		t.Fatalf("classes: %d unique, %d shared", unique.Classes(), classes.Classes())
@@ -526,5 +529,31 @@ func TestSkip_Describe(t *testing.T) {
 		if got := tt.skip.Describe(tt.limit); got != tt.want {
 			t.Errorf("Describe(%d) = %q, want %q", tt.limit, got, tt.want)
 		}
+	}
+}
+
+// TestNodeSnapshot_HighCardinalityLabelsArePerNode: a label with a value of
+// its own on (nearly) every node, like an instance ID, does not split the
+// classes; a DaemonSet selecting on it is judged node by node, correctly.
+func TestNodeSnapshot_HighCardinalityLabelsArePerNode(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 200 {
+		nodes = append(nodes, newNode(fmt.Sprintf("n-%03d", i),
+			nodeLabels("pool", fmt.Sprint(i%4), "example.com/instance-id", fmt.Sprintf("i-%05d", i))))
+	}
+	snap := NewNodeSnapshot(nodes)
+	if snap.Classes() != 4 {
+		t.Fatalf("classes = %d, want 4 (one per pool): the instance ID must not split them", snap.Classes())
+	}
+	ds := newDS(withTolerations(), withRequiredNodeAffinity(nodeTerm(
+		nodeReq("example.com/instance-id", corev1.NodeSelectorOpIn, "i-00007", "i-00100"))))
+	cov := PredictCoverage(ds, snap)
+	if cov.Eligible != 2 || cov.Skipped(SkipSelector) != 198 {
+		t.Errorf("selecting two instance IDs: eligible %d, selector-skipped %d; want 2 and 198", cov.Eligible, cov.Skipped(SkipSelector))
+	}
+	// A label with few values stays part of the class key.
+	few := NewNodeSnapshot(nodes[:40])
+	if few.isPerNodeKey("pool") || !few.isPerNodeKey(corev1.LabelHostname) {
+		t.Error("pool must stay a class label; the hostname is always per-node")
 	}
 }

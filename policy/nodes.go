@@ -11,13 +11,18 @@ import (
 
 // NodeSnapshot is an immutable view of the cluster's nodes, grouped into
 // equivalence classes of nodes that look the same to the DaemonSet
-// controller: same taints and same labels, apart from the labels every node
-// has its own value of (kubernetes.io/hostname). Predictions cost one check
-// per class, not per node, so a 5,000-node cluster of a few dozen node pools
-// is as cheap as a small one. Build it with NewNodeSnapshot; share it freely.
+// controller: same taints and same labels, apart from per-node labels, whose
+// value (nearly) every node has its own of (kubernetes.io/hostname, and keys
+// like an instance ID). Predictions cost one check per class, not per node,
+// so a 5,000-node cluster of a few dozen node pools is as cheap as a small
+// one; only a DaemonSet that selects on a per-node label or a node name is
+// judged node by node. Build it with NewNodeSnapshot; share it freely.
 type NodeSnapshot struct {
 	classes []nodeClass
 	total   int
+	// perNodeKeys are the per-node label keys, sorted; members hold their
+	// values in this order.
+	perNodeKeys []string
 	// names are all node names, sorted, and classOf the class of each, so
 	// that a prediction lists skipped nodes in order without sorting them.
 	names   []string
@@ -32,34 +37,71 @@ type nodeClass struct {
 }
 
 type nodeMember struct {
-	name     string
-	hostname string
-	// hasHostname tells an absent hostname label from an empty one.
-	hasHostname bool
+	name string
+	// perNode holds the member's values of NodeSnapshot.perNodeKeys.
+	perNode []perNodeValue
 	// pos is the member's index in NodeSnapshot.names.
 	pos int32
 }
 
-// perNodeLabel is the label whose value differs on every node; it stays out
-// of the class key so that nodes of one pool share a class.
-const perNodeLabel = corev1.LabelHostname
+type perNodeValue struct {
+	value string
+	// present tells an absent label from an empty value.
+	present bool
+}
+
+// A label key is per-node when it has at least this many distinct values and
+// more than one per perNodeRatio nodes: splitting classes by it would make
+// nearly every node a class of its own.
+const (
+	perNodeMinValues = 32
+	perNodeRatio     = 8
+)
+
+// perNodeKeysOf returns the hostname label and every high-cardinality key.
+func perNodeKeysOf(nodes []*corev1.Node) []string {
+	values := map[string]map[string]struct{}{}
+	for _, n := range nodes {
+		for k, v := range n.Labels {
+			vs, ok := values[k]
+			if !ok {
+				vs = map[string]struct{}{}
+				values[k] = vs
+			}
+			vs[v] = struct{}{}
+		}
+	}
+	keys := []string{corev1.LabelHostname}
+	for k, vs := range values {
+		if k != corev1.LabelHostname && len(vs) >= perNodeMinValues && len(vs)*perNodeRatio > len(nodes) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (s *NodeSnapshot) isPerNodeKey(k string) bool {
+	_, found := slices.BinarySearch(s.perNodeKeys, k)
+	return found
+}
 
 // NewNodeSnapshot groups nodes into classes. Only names, labels and taints are
 // read and kept, so the caller may strip everything else before.
 func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
-	s := &NodeSnapshot{total: len(nodes)}
+	s := &NodeSnapshot{total: len(nodes), perNodeKeys: perNodeKeysOf(nodes)}
 	index := map[string]int{}
 	var key strings.Builder
 	for _, n := range nodes {
 		key.Reset()
-		writeClassKey(&key, n)
+		s.writeClassKey(&key, n)
 		i, ok := index[key.String()]
 		if !ok {
 			i = len(s.classes)
 			index[key.String()] = i
 			labels := make(map[string]string, len(n.Labels))
 			for k, v := range n.Labels {
-				if k != perNodeLabel {
+				if !s.isPerNodeKey(k) {
 					labels[k] = v
 				}
 			}
@@ -68,8 +110,11 @@ func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 			c.node.Labels = labels
 			c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
 		}
-		h, has := n.Labels[perNodeLabel]
-		s.classes[i].members = append(s.classes[i].members, nodeMember{name: n.Name, hostname: h, hasHostname: has})
+		perNode := make([]perNodeValue, len(s.perNodeKeys))
+		for j, k := range s.perNodeKeys {
+			perNode[j].value, perNode[j].present = n.Labels[k]
+		}
+		s.classes[i].members = append(s.classes[i].members, nodeMember{name: n.Name, perNode: perNode})
 	}
 	for i := range s.classes {
 		m := s.classes[i].members
@@ -113,12 +158,12 @@ func StripNode(n *corev1.Node) *corev1.Node {
 }
 
 // writeClassKey writes a canonical encoding of the node's labels (without
-// the per-node label) and taints. Taint order is kept: the controller reports
+// the per-node labels) and taints. Taint order is kept: the controller reports
 // the first untolerated taint, so order is part of what a class predicts.
-func writeClassKey(b *strings.Builder, n *corev1.Node) {
+func (s *NodeSnapshot) writeClassKey(b *strings.Builder, n *corev1.Node) {
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
-		if k != perNodeLabel {
+		if !s.isPerNodeKey(k) {
 			keys = append(keys, k)
 		}
 	}
