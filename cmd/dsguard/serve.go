@@ -26,6 +26,7 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
+	"github.com/dsguard/dsguard/certs"
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -45,6 +46,14 @@ type serveOptions struct {
 	leaderElect     bool
 	auditInterval   time.Duration
 	gapWindow       time.Duration
+	certMode        string
+	caSecret        string
+	webhookConfig   string
+	certDNSNames    []string
+	caDuration      time.Duration
+	leafDuration    time.Duration
+	caPublishGrace  time.Duration
+	caSyncInterval  time.Duration
 	zap             zap.Options
 }
 
@@ -77,6 +86,14 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
 	f.DurationVar(&o.auditInterval, "audit-interval", 30*time.Second, "how often the leader re-audits every DaemonSet without a change")
 	f.DurationVar(&o.gapWindow, "gap-window", 5*time.Minute, "a coverage gap (ready < desired) lasting longer than this is persistent")
+	f.StringVar(&o.certMode, "cert-mode", "file", "where the serving certificate comes from: file (--cert-dir, e.g. a cert-manager Secret; reloaded on change) or self-managed (a CA in --ca-secret, caBundle kept in step)")
+	f.StringVar(&o.caSecret, "ca-secret", "dsguard-ca", "self-managed: Secret in --namespace holding the CA (created when missing)")
+	f.StringVar(&o.webhookConfig, "webhook-config-name", "dsguard", "self-managed: the ValidatingWebhookConfiguration whose caBundle dsguard keeps in step")
+	f.StringSliceVar(&o.certDNSNames, "cert-dns-names", nil, "self-managed: DNS names of the serving certificate (the Service's names)")
+	f.DurationVar(&o.caDuration, "ca-duration", 365*24*time.Hour, "self-managed: CA lifetime; renewed with a third left")
+	f.DurationVar(&o.leafDuration, "leaf-duration", 7*24*time.Hour, "self-managed: serving certificate lifetime; renewed with a third left")
+	f.DurationVar(&o.caPublishGrace, "ca-publish-grace", 10*time.Second, "self-managed: how long a new CA is in the caBundle before certificates it signs are served")
+	f.DurationVar(&o.caSyncInterval, "ca-sync-interval", 5*time.Second, "self-managed: how often the caBundle is checked against the CA")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
@@ -112,6 +129,31 @@ func runServe(o *serveOptions) error {
 		c.NextProtos = []string{"http/1.1"}
 	}}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
+	webhookTLSOpts := tlsOpts
+	var selfManaged *certs.SelfManaged
+	switch o.certMode {
+	case "file":
+	case "self-managed":
+		if len(o.certDNSNames) == 0 {
+			return fmt.Errorf("--cert-mode=self-managed needs --cert-dns-names")
+		}
+		direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		selfManaged = certs.NewSelfManaged(certs.SelfManagedOptions{
+			Namespace: o.namespace, SecretName: o.caSecret, WebhookConfigName: o.webhookConfig,
+			DNSNames: o.certDNSNames, CADuration: o.caDuration, LeafDuration: o.leafDuration,
+			PublishGrace: o.caPublishGrace, SyncInterval: o.caSyncInterval,
+			RESTConfig: restConfig, Client: direct, Log: ctrl.Log.WithName("certs"),
+			Metrics: certs.NewMetrics(metrics.Registry),
+		})
+		webhookTLSOpts = append(append([]func(*tls.Config){}, tlsOpts...), func(c *tls.Config) {
+			c.GetCertificate = selfManaged.GetCertificate
+		})
+	default:
+		return fmt.Errorf("unknown --cert-mode %q (want file or self-managed)", o.certMode)
+	}
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
@@ -137,7 +179,7 @@ func runServe(o *serveOptions) error {
 		HealthProbeBindAddress:        o.probeAddr,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName, TLSOpts: tlsOpts,
+			Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName, TLSOpts: webhookTLSOpts,
 		}),
 	})
 	if err != nil {
@@ -151,6 +193,15 @@ func runServe(o *serveOptions) error {
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"),
 	}); err != nil {
 		return err
+	}
+	if selfManaged != nil {
+		selfManaged.SetRecorder(mgr.GetEventRecorder("dsguard"))
+		if err := mgr.Add(selfManaged); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("certificate", selfManaged.ReadyCheck); err != nil {
+			return err
+		}
 	}
 	nodes := &dswebhook.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
 	if err := mgr.Add(nodes); err != nil {

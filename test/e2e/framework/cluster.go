@@ -55,6 +55,9 @@ type Options struct {
 	// ControllerManager starts kube-controller-manager with the DaemonSet
 	// and garbage-collector controllers, so DaemonSets get Pods and status.
 	ControllerManager bool
+	// SelfManagedCerts starts dsguard with no certificate material: it keeps
+	// its own CA and the webhook configuration's caBundle.
+	SelfManagedCerts bool
 }
 
 // Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
@@ -122,14 +125,29 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
-	c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
-	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort, opts.DsguardArgs); err != nil {
+	port := strconv.Itoa(wio.LocalServingPort)
+	args := opts.DsguardArgs
+	if opts.SelfManagedCerts {
+		// dsguard makes its own CA and fills in the caBundle of the
+		// configuration, which must exist first. Its certificates carry
+		// DNS names only.
+		c.WebhookURL = "https://" + net.JoinHostPort("localhost", port)
+		args = append([]string{"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name=dsguard"}, args...)
+		if err = c.InstallFromChart(ctx, ""); err != nil {
+			return nil, err
+		}
+	} else {
+		c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, port)
+	}
+	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort, args); err != nil {
 		return nil, err
 	}
 	logf("dsguard is ready at %s", c.WebhookURL)
 
-	if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(wio.LocalServingCAData)); err != nil {
-		return nil, err
+	if !opts.SelfManagedCerts {
+		if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(wio.LocalServingCAData)); err != nil {
+			return nil, err
+		}
 	}
 	if err = c.waitForWebhook(ctx); err != nil {
 		return nil, err
