@@ -36,6 +36,7 @@ var cases = []valueCase{
 	{name: "webhook-url", values: "webhook-url.yaml"},
 	{name: "fail-open-monitored", values: "fail-open-monitored.yaml"},
 	{name: "single-replica", values: "single-replica.yaml"},
+	{name: "self-managed", values: "self-managed.yaml"},
 }
 
 // args returns the helm arguments that select the case's values.

@@ -41,6 +41,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* The Secret holding the serving certificate. */}}
+{{- define "dsguard.caSecretName" -}}
+{{- printf "%s-ca" (include "dsguard.fullname" .) -}}
+{{- end -}}
+
 {{- define "dsguard.tlsSecretName" -}}
 {{- default (printf "%s-tls" (include "dsguard.fullname" .)) .Values.tls.secretName -}}
 {{- end -}}

@@ -53,8 +53,8 @@ var rbacMatrix = []canI{
 	{verb: "create", resource: "events.events.k8s.io", namespace: "monitoring", want: true},
 	{verb: "patch", resource: "events.events.k8s.io", namespace: "monitoring", want: true},
 	// The policy ConfigMap in its own namespace.
-	{verb: "list", resource: "configmaps", namespace: rbacNamespace, want: true},
-	{verb: "watch", resource: "configmaps", namespace: rbacNamespace, want: true},
+	{verb: "list", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
+	{verb: "watch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	{verb: "get", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	// Leader election: its one Lease, and the core Events it records.
 	{verb: "create", resource: "leases.coordination.k8s.io", namespace: rbacNamespace, want: true},
@@ -85,6 +85,8 @@ var rbacMatrix = []canI{
 	{verb: "get", resource: "configmaps", namespace: "kube-system"},
 	{verb: "list", resource: "configmaps", namespace: "default"},
 	{verb: "list", resource: "configmaps", namespace: "-A"},
+	{verb: "list", resource: "configmaps", namespace: rbacNamespace},
+	{verb: "watch", resource: "configmaps", namespace: rbacNamespace},
 	{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: rbacNamespace},
 	{verb: "create", resource: "configmaps", namespace: rbacNamespace},
 	{verb: "update", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
@@ -270,51 +272,28 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 		waitFor(t, "the OpenReports CRD to be served", func() bool {
 			return cluster.Kubectl(t.Context(), "", "get", "reports.openreports.io", "-A").ExitCode == 0
 		})
-		for _, c := range rbacMatrix {
-			args := []string{"auth", "can-i", c.verb, c.resource, "--as=" + saUser}
-			for _, g := range saGroups {
-				args = append(args, "--as-group="+g)
-			}
-			switch c.namespace {
-			case "":
-			case "-A":
-				args = append(args, "--all-namespaces")
-			default:
-				args = append(args, "-n", c.namespace)
-			}
-			args = append(args, c.extra...)
-			r := cluster.Kubectl(t.Context(), "", args...)
-			if r.ExitCode > 1 || r.ExitCode < 0 {
-				t.Fatalf("%s: %s", r.Command, r.Error())
-			}
-			got := r.ExitCode == 0
-			where := c.namespace
-			if where == "" {
-				where = "cluster"
-			}
-			line := fmt.Sprintf("%-11s %-55s %-14s %s", c.verb, c.resource+" "+strings.Join(c.extra, " "), where, strings.TrimSpace(r.Stdout))
-			if got != c.want {
-				t.Errorf("%s   want %v", line, map[bool]string{true: "yes", false: "no"}[c.want])
-			} else {
-				t.Log(line)
-			}
-		}
+		checkCanI(t, saUser, saGroups, rbacMatrix)
 	})
 }
 
 // impersonatingKubeconfig writes the cluster's admin kubeconfig with every
 // user impersonating the release's ServiceAccount.
 func impersonatingKubeconfig(t *testing.T, dir string) string {
+	return impersonatingKubeconfigFor(t, dir, saUser, saGroups)
+}
+
+// impersonatingKubeconfigFor writes the admin kubeconfig acting as user.
+func impersonatingKubeconfigFor(t *testing.T, dir, user string, groups []string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ai := range cfg.AuthInfos {
-		ai.Impersonate = saUser
-		ai.ImpersonateGroups = saGroups
+		ai.Impersonate = user
+		ai.ImpersonateGroups = groups
 	}
-	path := filepath.Join(dir, "kubeconfig-as-serviceaccount")
+	path := filepath.Join(dir, "kubeconfig-as-"+strings.ReplaceAll(user, ":", "-"))
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +330,38 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// checkCanI asks `kubectl auth can-i` every row of matrix as user.
+func checkCanI(t *testing.T, user string, groups []string, matrix []canI) {
+	t.Helper()
+	for _, c := range matrix {
+		args := []string{"auth", "can-i", c.verb, c.resource, "--as=" + user}
+		for _, g := range groups {
+			args = append(args, "--as-group="+g)
+		}
+		switch c.namespace {
+		case "":
+		case "-A":
+			args = append(args, "--all-namespaces")
+		default:
+			args = append(args, "-n", c.namespace)
+		}
+		args = append(args, c.extra...)
+		r := cluster.Kubectl(t.Context(), "", args...)
+		if r.ExitCode > 1 || r.ExitCode < 0 {
+			t.Fatalf("%s: %s", r.Command, r.Error())
+		}
+		got := r.ExitCode == 0
+		where := c.namespace
+		if where == "" {
+			where = "cluster"
+		}
+		line := fmt.Sprintf("%-11s %-55s %-14s %s", c.verb, c.resource+" "+strings.Join(c.extra, " "), where, strings.TrimSpace(r.Stdout))
+		if got != c.want {
+			t.Errorf("%s   want %v", line, map[bool]string{true: "yes", false: "no"}[c.want])
+		} else {
+			t.Log(line)
+		}
+	}
 }
