@@ -37,6 +37,8 @@ var cases = []valueCase{
 	{name: "fail-open-monitored", values: "fail-open-monitored.yaml"},
 	{name: "single-replica", values: "single-replica.yaml"},
 	{name: "self-managed", values: "self-managed.yaml"},
+	{name: "cert-manager", values: "cert-manager.yaml"},
+	{name: "cert-manager-issuer", values: "cert-manager-issuer.yaml"},
 }
 
 // args returns the helm arguments that select the case's values.

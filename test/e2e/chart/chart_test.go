@@ -115,6 +115,46 @@ func TestRenderedChart_IsValidOnTheServer(t *testing.T) {
 	})
 }
 
+// TestRenderedChart_CertManagerMode: with tls.mode=certManager the chart
+// renders cert-manager objects; without cert-manager's CRDs they alone are
+// refused, with its CRDs (from the cert-manager Go module dsguard already
+// uses) every object passes the API server's validation.
+func TestRenderedChart_CertManagerMode(t *testing.T) {
+	h := helms()[0]
+	manifests := render(t, h, "cert-manager.yaml")
+	if !strings.Contains(manifests, "cert-manager.io/inject-ca-from: "+namespace+"/dsguard-tls") {
+		t.Fatalf("the webhook configuration lacks the cainjector annotation:\n%s", manifests)
+	}
+	r := kubectl(t, manifests, "apply", "--dry-run=server", "-f", "-")
+	if r.ExitCode == 0 || !strings.Contains(r.Stderr, `no matches for kind "Certificate" in version "cert-manager.io/v1"`) {
+		t.Fatalf("without cert-manager's CRDs, want the Certificates refused:\n%s", r.Stderr)
+	}
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
+	if err != nil {
+		t.Fatalf("locating the cert-manager module: %v", err)
+	}
+	for _, crd := range []string{"certificates", "issuers"} {
+		mustKubectl(t, "", "apply", "--server-side", "-f",
+			filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "cert-manager.io_"+crd+".yaml"))
+		mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".cert-manager.io")
+	}
+	var last string
+	eventually(t, 15*time.Second, func() bool {
+		r = kubectl(t, manifests, "apply", "--dry-run=server", "-f", "-")
+		last = r.Stdout + r.Stderr
+		return r.Err == nil
+	}, func() string { return last })
+	for _, obj := range []string{"issuer.cert-manager.io/dsguard-selfsigned", "certificate.cert-manager.io/dsguard-ca",
+		"issuer.cert-manager.io/dsguard-ca", "certificate.cert-manager.io/dsguard-tls"} {
+		if !strings.Contains(r.Stdout, obj+" created (server dry run)") {
+			t.Errorf("want %s accepted:\n%s", obj, r.Stdout)
+		}
+	}
+	if strings.Count(r.Stdout, "(server dry run)") != kinds(manifests) {
+		t.Errorf("want every object accepted:\n%s", r.Stdout)
+	}
+}
+
 // prometheusOperatorCRD returns the path of a CRD (by its plural, e.g.
 // servicemonitors) as the Prometheus Operator publishes it, from its Go module
 // (the module proxy, then the module cache), not from anywhere else.
