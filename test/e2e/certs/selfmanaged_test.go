@@ -4,12 +4,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,16 +27,10 @@ import (
 
 func caFingerprints(data []byte) []string {
 	var out []string
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return out
-		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
-			out = append(out, c.SerialNumber.String())
-		}
+	for _, c := range caCerts(data) {
+		out = append(out, c.SerialNumber.String())
 	}
+	return out
 }
 
 // TestSelfManaged_StartsWithoutCertificates: dsguard created its CA Secret
@@ -70,6 +68,75 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestSelfManaged_ReplicasConvergeOnOneCA starts a second replica with the
+// same settings: it finds the CA Secret the first one made and serves a
+// certificate signed by the same CA.
+func TestSelfManaged_ReplicasConvergeOnOneCA(t *testing.T) {
+	port, health := freePort(t), freePort(t)
+	logPath := filepath.Join(t.TempDir(), "replica-2.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
+		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name=dsguard",
+		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(health), "--metrics-bind-address", "0",
+		"--shutdown-timeout", "5s"}, dsguardArgs...)
+	cmd := exec.Command(cluster.Dsguard, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("replica 2 log:\n%s", b)
+		}
+	})
+	waitReady(t, health)
+
+	issuer := func(hostPort string) string {
+		conn, err := tls.Dial("tcp", hostPort, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the issuer is read
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return string(conn.ConnectionState().PeerCertificates[0].RawIssuer)
+	}
+	u, err := url.Parse(cluster.WebhookURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := kube.CoreV1().Secrets(framework.Namespace).Get(t.Context(), "dsguard-ca", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cas := caCerts(secret.Data["ca.crt"])
+	first, second := issuer(u.Host), issuer(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if first != second || len(cas) == 0 || string(cas[0].RawSubject) != second {
+		t.Errorf("replicas serve certificates of different CAs, or not of the Secret's CA")
+	}
+}
+
+func caCerts(data []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return out
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
 }
 
 // TestSelfManaged_CARotationUnderLoad sends requests through the webhook
