@@ -142,17 +142,24 @@ func TestGatedAuthority_ServesOnlyWhatIsTrusted(t *testing.T) {
 func TestSelfManaged_TrustedCAsWaitForTheGrace(t *testing.T) {
 	ca := newCA(t, 1, now.Add(-time.Hour), now.Add(time.Hour))
 	s := &SelfManaged{opts: SelfManagedOptions{PublishGrace: time.Hour}, publishedAt: map[string]time.Time{}}
-	s.notePublished([]*x509.Certificate{ca.cert}, time.Now())
+	s.notePublished([]*x509.Certificate{ca.cert}, nil, time.Now())
 	if len(s.trustedCAs()) != 0 {
 		t.Error("a CA published a moment ago must not be trusted before the grace period")
 	}
-	s.notePublished([]*x509.Certificate{ca.cert}, time.Now())
+	s.notePublished([]*x509.Certificate{ca.cert}, nil, time.Now())
 	s.publishedAt[string(ca.cert.Raw)] = time.Now().Add(-2 * time.Hour)
 	if len(s.trustedCAs()) != 1 {
 		t.Error("a CA published for longer than the grace period must be trusted")
 	}
-	s.notePublished(nil, time.Now())
+	s.notePublished(nil, nil, time.Now())
 	if len(s.trustedCAs()) != 0 {
 		t.Error("a CA gone from the bundle must not be trusted")
+	}
+
+	// After a restart, a CA that was in the bundle before is trusted at once.
+	restarted := &SelfManaged{opts: SelfManagedOptions{PublishGrace: time.Hour}, publishedAt: map[string]time.Time{}}
+	restarted.notePublished([]*x509.Certificate{ca.cert}, []*x509.Certificate{ca.cert}, time.Now())
+	if len(restarted.trustedCAs()) != 1 {
+		t.Error("a CA already published before the first sync must be trusted without waiting")
 	}
 }

@@ -64,6 +64,8 @@ type SelfManaged struct {
 	publishedAt map[string]time.Time
 	published   []*x509.Certificate
 	currentCA   *x509.Certificate
+	// synced is set after the first successful look at the caBundle.
+	synced bool
 }
 
 // NewSelfManaged prepares the authority; Start runs it.
@@ -156,7 +158,10 @@ func (s *SelfManaged) syncBundle(ctx context.Context) error {
 	}
 	now := time.Now()
 	changed := false
-	var bundle []byte
+	var before, bundle []byte
+	if len(vwc.Webhooks) > 0 {
+		before = vwc.Webhooks[0].ClientConfig.CABundle
+	}
 	for i := range vwc.Webhooks {
 		cc := &vwc.Webhooks[i].ClientConfig
 		merged := mergeBundle(current, cc.CABundle, now)
@@ -174,7 +179,7 @@ func (s *SelfManaged) syncBundle(ctx context.Context) error {
 		}
 		s.opts.Log.Info("caBundle updated", "webhookConfiguration", s.opts.WebhookConfigName, "cas", len(parseCerts(bundle)))
 	}
-	s.notePublished(parseCerts(bundle), now)
+	s.notePublished(parseCerts(bundle), parseCerts(before), now)
 	return nil
 }
 
@@ -196,20 +201,38 @@ func (s *SelfManaged) noteRotation(secret *corev1.Secret, current *x509.Certific
 	}
 }
 
-func (s *SelfManaged) notePublished(cas []*x509.Certificate, now time.Time) {
+// notePublished records the CAs of the caBundle and when each was first
+// seen there. On the first sync after a start, CAs that were already in the
+// bundle before this replica touched it have been trusted for an unknown,
+// likely long time: they count as published long ago, so a restart does not
+// wait out the grace period.
+func (s *SelfManaged) notePublished(cas, before []*x509.Certificate, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := map[string]time.Time{}
 	for _, ca := range cas {
 		key := string(ca.Raw)
-		if t, ok := s.publishedAt[key]; ok {
+		switch t, ok := s.publishedAt[key]; {
+		case ok:
 			seen[key] = t
-		} else {
+		case !s.synced && containsCert(before, ca):
+			seen[key] = time.Time{}
+		default:
 			seen[key] = now
 		}
 	}
 	s.publishedAt = seen
 	s.published = cas
+	s.synced = true
+}
+
+func containsCert(certs []*x509.Certificate, c *x509.Certificate) bool {
+	for _, x := range certs {
+		if x.Equal(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // trustedCAs returns the CAs that have been in the caBundle for at least
