@@ -7,13 +7,11 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,32 +73,19 @@ func contains(list []string, s string) bool {
 // certificate signed by the same CA.
 func TestSelfManaged_ReplicasConvergeOnOneCA(t *testing.T) {
 	port, health := freePort(t), freePort(t)
-	logPath := filepath.Join(t.TempDir(), "replica-2.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
+	replica, err := cluster.StartDsguard(t.TempDir(), append([]string{"serve", "--kubeconfig", cluster.Kubeconfig,
+		"--namespace", framework.Namespace,
 		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name=dsguard",
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(health), "--metrics-bind-address", "0",
-		"--shutdown-timeout", "5s"}, dsguardArgs...)
-	cmd := exec.Command(cluster.Dsguard, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+		"--shutdown-timeout", "5s"}, dsguardArgs...)...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("replica 2 log:\n%s", b)
-		}
-	})
-	waitReady(t, health)
+	t.Cleanup(replica.Stop)
+	if err := replica.WaitReady(t.Context(), health, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 
 	issuer := func(hostPort string) string {
 		conn, err := tls.Dial("tcp", hostPort, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the issuer is read

@@ -12,15 +12,12 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 type testCA struct {
@@ -115,30 +114,22 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 		t.Fatal(r.Error())
 	}
 	port, health := freePort(t), freePort(t)
-	logPath := filepath.Join(t.TempDir(), "dsguard-file.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cluster.Dsguard, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", "dsguard-file",
+	dsguard, err := cluster.StartDsguard(t.TempDir(), "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", "dsguard-file",
 		"--cert-mode=file", "--cert-dir", dir, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health), "--metrics-bind-address", "0",
 		"--leader-elect=false", "--shutdown-timeout", "5s")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logFile.Close()
+		dsguard.Stop()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("file-mode dsguard log:\n%s", b)
+			t.Logf("file-mode dsguard log:\n%s", dsguard.Log())
 		}
 	})
-	waitReady(t, health)
+	if err := dsguard.WaitReady(t.Context(), health, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 
 	r := cluster.Helm(t.Context(), "template", "file", "charts/dsguard", "--namespace", "dsguard-file",
 		"--set", fmt.Sprintf("webhook.url=https://127.0.0.1:%d", port),
@@ -237,26 +228,9 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func waitReady(t *testing.T, port int) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatal("file-mode dsguard not ready after 60s")
+	return port
 }

@@ -324,12 +324,11 @@ func scrape(t *testing.T, url, token string) (int, string) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // checkCanI asks `kubectl auth can-i` every row of matrix as user.

@@ -158,17 +158,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, port int, extra []string) error {
-	hp, err := freePort()
+	hp, err := FreePort()
 	if err != nil {
 		return err
 	}

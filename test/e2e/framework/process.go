@@ -1,0 +1,91 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Process is a dsguard a test starts beside the cluster's own (another
+// replica, another certificate mode, another identity).
+type Process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+}
+
+// StartDsguard starts the dsguard binary under test with args, logging to a
+// file in dir. It dies with the test process; Stop ends it gracefully.
+func (c *Cluster) StartDsguard(dir string, args ...string) (*Process, error) {
+	p := &Process{logPath: filepath.Join(dir, fmt.Sprintf("dsguard-%d.log", time.Now().UnixNano()))}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(c.Dsguard, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p.exited = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+	return p, nil
+}
+
+// Log returns what the process has logged so far.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Stop sends SIGTERM and waits up to 15s, then kills.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// WaitReady polls http://127.0.0.1:healthPort/readyz until it answers 200.
+func (p *Process) WaitReady(ctx context.Context, healthPort int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("dsguard exited:\n%s", p.Log())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return errors.New("dsguard not ready in time:\n" + p.Log())
+}
+
+// FreePort returns a TCP port free on 127.0.0.1 right now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
