@@ -22,7 +22,8 @@ type Env struct {
 }
 
 // Coverage returns the predicted coverage of ds on env.Nodes, computed once
-// per evaluation; nil when the nodes are not known.
+// and kept in env, so an Env serves one DaemonSet; nil when the nodes are not
+// known. Evaluate's copy of env carries a prediction made before along.
 func (env *Env) Coverage(ds *appsv1.DaemonSet) *Coverage {
 	if env.Nodes == nil {
 		return nil

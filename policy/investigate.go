@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,24 +19,21 @@ type NodeDiagnosis struct {
 	Reason string `json:"reason"`
 }
 
-// EligibleNodes returns the names of the nodes the DaemonSet should run on.
-func EligibleNodes(ds *appsv1.DaemonSet, nodes *NodeSnapshot) []string {
-	cov := PredictCoverage(ds, nodes)
+// EligibleNodes returns, sorted, the nodes of the snapshot that a prediction
+// made on it (PredictCoverage(ds, nodes)) does not skip.
+func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
 	skipped := make(map[string]bool, cov.Skipped())
 	for _, s := range cov.Skips {
 		for _, n := range s.Nodes {
 			skipped[n] = true
 		}
 	}
-	var out []string
-	for i := range nodes.classes {
-		for _, m := range nodes.classes[i].members {
-			if !skipped[m.name] {
-				out = append(out, m.name)
-			}
+	out := make([]string, 0, len(nodes.names)-len(skipped))
+	for _, n := range nodes.names { // already sorted
+		if !skipped[n] {
+			out = append(out, n)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 

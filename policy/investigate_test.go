@@ -86,8 +86,8 @@ func TestEligibleNodes(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "w-2"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}},
 	})
-	ds := &appsv1.DaemonSet{}
-	if got := EligibleNodes(ds, nodes); !reflect.DeepEqual(got, []string{"w-1", "w-2"}) {
+	cov := PredictCoverage(&appsv1.DaemonSet{}, nodes)
+	if got := EligibleNodes(&cov, nodes); !reflect.DeepEqual(got, []string{"w-1", "w-2"}) {
 		t.Errorf("eligible = %v, want [w-1 w-2]", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,7 +47,8 @@ type Auditor struct {
 	Reports *ReportWriter
 	Now     func() time.Time
 
-	seen map[types.NamespacedName]*auditMemory
+	seen     map[types.NamespacedName]*auditMemory
+	gapClock report.GapClock
 }
 
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
@@ -56,7 +56,6 @@ type Auditor struct {
 type auditMemory struct {
 	gaps       map[string]string // nodes skipped for counted taints → reason
 	state      policy.StatusState
-	gapSince   time.Time
 	violations string
 }
 
@@ -102,6 +101,7 @@ func (a *Auditor) NeedLeaderElection() bool { return true }
 // Start implements manager.Runnable.
 func (a *Auditor) Start(ctx context.Context) error {
 	a.seen = map[types.NamespacedName]*auditMemory{}
+	a.gapClock = report.GapClock{}
 	if a.Now == nil {
 		a.Now = time.Now
 	}
@@ -150,24 +150,20 @@ func (a *Auditor) audit(ctx context.Context) error {
 	}
 	now := a.Now()
 	dss := make([]*appsv1.DaemonSet, 0, len(list.Items))
-	gapSince := map[types.NamespacedName]time.Time{}
 	present := map[types.NamespacedName]bool{}
 	for i := range list.Items {
 		ds := &list.Items[i]
 		if ds.Namespace == a.OwnNamespace || ds.DeletionTimestamp != nil {
 			continue
 		}
-		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		present[key] = true
+		present[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = true
 		dss = append(dss, ds)
-		if m := a.seen[key]; m != nil && !m.gapSince.IsZero() {
-			gapSince[key] = m.gapSince
-		}
 	}
+	a.gapClock.Observe(dss, now)
 	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: active.Policy, Now: now,
-		GapSince: gapSince, Window: a.Window})
+		GapSince: a.gapClock, Window: a.Window})
 	for i := range entries {
-		a.observe(ctx, &entries[i], now)
+		a.observe(ctx, &entries[i], snap)
 	}
 	if a.Reports != nil {
 		a.Reports.Write(ctx, entries, now)
@@ -182,20 +178,13 @@ func (a *Auditor) audit(ctx context.Context) error {
 }
 
 // observe compares one DaemonSet with what was seen before and reports changes.
-func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, now time.Time) {
+func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *policy.NodeSnapshot) {
 	key := e.Key()
 	ds := e.DaemonSet
 	mem, known := a.seen[key]
 	if !known {
 		mem = &auditMemory{}
 		a.seen[key] = mem
-	}
-	if e.Status.Gap > 0 {
-		if mem.gapSince.IsZero() {
-			mem.gapSince = now
-		}
-	} else {
-		mem.gapSince = time.Time{}
 	}
 	a.record(e)
 
@@ -215,7 +204,7 @@ func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, now time.Ti
 		case e.Status.HasGap():
 			msg := e.Status.Reason
 			if st == policy.StatePersistentGap {
-				msg += "; " + a.investigate(ctx, e)
+				msg += "; " + a.investigate(ctx, e, snap)
 			}
 			a.event(ds, corev1.EventTypeWarning, string(st), "%s", msg)
 		case !known || st == policy.StateNotObserved:
@@ -241,21 +230,14 @@ func isGapState(s policy.StatusState) bool {
 	return s == policy.StateCoverageGap || s == policy.StatePersistentGap || s == policy.StateMisscheduled
 }
 
-// investigate lists the Pods of this one DaemonSet and says, node by node,
-// why there is no ready Pod.
-func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry) string {
+// investigate says, node by node, why the DaemonSet has no ready Pod there.
+func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry, snap *policy.NodeSnapshot) string {
 	if a.Pods == nil {
 		return "no Pod reader configured"
 	}
-	sel, err := metav1.LabelSelectorAsSelector(e.DaemonSet.Spec.Selector)
-	if err != nil {
-		return "invalid selector: " + err.Error()
+	if err := InvestigateGap(ctx, a.Pods, e, snap); err != nil {
+		return err.Error()
 	}
-	var pods corev1.PodList
-	if err := a.Pods.List(ctx, &pods, client.InNamespace(e.DaemonSet.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return "listing its Pods failed: " + err.Error()
-	}
-	e.Investigation = policy.InvestigateGap(e.DaemonSet, policy.EligibleNodes(e.DaemonSet, a.Nodes.Snapshot()), pods.Items)
 	parts := make([]string, 0, len(e.Investigation))
 	for i, d := range e.Investigation {
 		if i == 5 {

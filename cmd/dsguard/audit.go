@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/report"
+	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
 type auditOptions struct {
@@ -105,9 +105,9 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 	if err != nil {
 		return err
 	}
-	gapSince := map[types.NamespacedName]time.Time{}
+	gaps := report.GapClock{}
 	for {
-		entries, err := auditOnce(ctx, c, pol, namespace, name, gapSince, o.window)
+		entries, err := auditOnce(ctx, c, pol, namespace, name, gaps, o.window)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 }
 
 func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string,
-	gapSince map[types.NamespacedName]time.Time, window time.Duration) ([]report.AuditEntry, error) {
+	gaps report.GapClock, window time.Duration) ([]report.AuditEntry, error) {
 	var dsList appsv1.DaemonSetList
 	if err := c.List(ctx, &dsList, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing DaemonSets: %w", err)
@@ -186,49 +186,23 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 	}
 	snap := policy.NewNodeSnapshot(nodes)
 	var dss []*appsv1.DaemonSet
-	now := time.Now()
-	seen := map[types.NamespacedName]bool{}
 	for i := range dsList.Items {
-		ds := &dsList.Items[i]
-		if name != "" && ds.Name != name {
-			continue
-		}
-		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		seen[key] = true
-		if ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
-			if _, ok := gapSince[key]; !ok {
-				gapSince[key] = now
-			}
-		} else {
-			delete(gapSince, key)
-		}
-		dss = append(dss, ds)
-	}
-	for key := range gapSince {
-		if !seen[key] {
-			delete(gapSince, key)
+		if name == "" || dsList.Items[i].Name == name {
+			dss = append(dss, &dsList.Items[i])
 		}
 	}
 	if name != "" && len(dss) == 0 {
 		return nil, fmt.Errorf("DaemonSet %q not found in namespace %q", name, namespace)
 	}
-	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gapSince, Window: window})
-	// The node-by-node investigation lists the Pods of one DaemonSet at a
-	// time, only for DaemonSets with a gap: no cluster-wide Pod listing.
+	now := time.Now()
+	gaps.Observe(dss, now)
+	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: window})
 	for i := range entries {
-		e := &entries[i]
-		if e.Status.Gap == 0 {
-			continue
+		if entries[i].Status.Gap > 0 {
+			if err := dswebhook.InvestigateGap(ctx, c, &entries[i], snap); err != nil {
+				return nil, err
+			}
 		}
-		sel, err := metav1.LabelSelectorAsSelector(e.DaemonSet.Spec.Selector)
-		if err != nil {
-			continue
-		}
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(e.DaemonSet.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return nil, fmt.Errorf("listing Pods of %s: %w", e.Key(), err)
-		}
-		e.Investigation = policy.InvestigateGap(e.DaemonSet, policy.EligibleNodes(e.DaemonSet, snap), pods.Items)
 	}
 	return entries, nil
 }

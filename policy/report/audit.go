@@ -28,6 +28,30 @@ type AuditInput struct {
 	Window time.Duration
 }
 
+// GapClock remembers when each DaemonSet's current gap (ready < desired) was
+// first seen, across audit passes, so that a gap can turn persistent.
+type GapClock map[types.NamespacedName]time.Time
+
+// Observe updates the clock with the DaemonSets seen now: a new gap starts
+// at now, a closed gap or a DaemonSet that is gone is forgotten.
+func (g GapClock) Observe(dss []*appsv1.DaemonSet, now time.Time) {
+	seen := make(map[types.NamespacedName]bool, len(dss))
+	for _, ds := range dss {
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		seen[key] = true
+		if ds.Status.NumberReady >= ds.Status.DesiredNumberScheduled {
+			delete(g, key)
+		} else if _, ok := g[key]; !ok {
+			g[key] = now
+		}
+	}
+	for key := range g {
+		if !seen[key] {
+			delete(g, key)
+		}
+	}
+}
+
 // AuditEntry is the audit of one DaemonSet.
 type AuditEntry struct {
 	DaemonSet *appsv1.DaemonSet
@@ -64,16 +88,18 @@ func Audit(in AuditInput) []AuditEntry {
 		e := AuditEntry{
 			DaemonSet: ds,
 			Status:    policy.AssessStatus(ds, in.GapSince[key], in.Now, in.Window),
-			Findings:  policy.Evaluate(ds, env),
 		}
-		if in.Nodes != nil {
-			e.Coverage = policy.PredictCoverage(ds, in.Nodes)
+		// One prediction serves the entry and the rules: env caches it
+		// and Evaluate's copy of env carries the cache along.
+		if cov := env.Coverage(ds); cov != nil {
+			e.Coverage = *cov
 			for _, s := range e.Coverage.Skips {
 				if s.Kind == policy.SkipTaint && !s.Transient {
 					e.Skipped += len(s.Nodes)
 				}
 			}
 		}
+		e.Findings = policy.Evaluate(ds, env)
 		e.Intended = strings.TrimSpace(ds.Annotations[policy.IntendedCoverageAnnotation])
 		out = append(out, e)
 	}

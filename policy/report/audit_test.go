@@ -96,3 +96,26 @@ func TestAudit_TableAndJSON(t *testing.T) {
 		t.Errorf("JSON report: %+v", rep)
 	}
 }
+
+func TestGapClock_Observe(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	gap, ok := auditDS("gap", 3, 2), auditDS("ok", 3, 3)
+	key := types.NamespacedName{Namespace: "monitoring", Name: "gap"}
+	g := GapClock{}
+	g.Observe([]*appsv1.DaemonSet{gap, ok}, t0)
+	g.Observe([]*appsv1.DaemonSet{gap, ok}, t0.Add(time.Minute))
+	if len(g) != 1 || !g[key].Equal(t0) {
+		t.Fatalf("after two passes: %v, want only gap, first seen at t0", g)
+	}
+	gap.Status.NumberReady = 3
+	g.Observe([]*appsv1.DaemonSet{gap}, t0.Add(2*time.Minute))
+	if len(g) != 0 {
+		t.Errorf("a closed gap must be forgotten: %v", g)
+	}
+	gap.Status.NumberReady = 1
+	g.Observe([]*appsv1.DaemonSet{gap}, t0.Add(3*time.Minute))
+	g.Observe(nil, t0.Add(4*time.Minute))
+	if len(g) != 0 {
+		t.Errorf("a DaemonSet that is gone must be forgotten: %v", g)
+	}
+}
