@@ -89,6 +89,22 @@ func (c *Coverage) Skipped(kinds ...SkipKind) int {
 	return n
 }
 
+// Gaps returns the skips that count as coverage gaps: nodes left out by an
+// untolerated taint that is not transient. The rules, the audit and the
+// auditor's Events all mean these when they speak of a gap.
+func (c *Coverage) Gaps() []Skip {
+	var out []Skip
+	for _, s := range c.Skips {
+		if s.Kind == SkipTaint && !s.Transient {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// GapNodes returns how many nodes Gaps covers.
+func (c *Coverage) GapNodes() int { return nodesIn(c.Gaps()) }
+
 func containsKind(kinds []SkipKind, k SkipKind) bool {
 	for _, x := range kinds {
 		if x == k {

@@ -88,21 +88,15 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	// A partial gap caused by a taint that control-plane-toleration already
 	// reports is not reported twice; running on no node at all always is.
 	reported := taintsReportedElsewhere(ds, env)
-	var all, gaps []Skip // taint skips that count (not transient); those not reported elsewhere
-	selectorMatched := cov.Eligible
-	for _, s := range cov.Skips {
-		if s.Kind != SkipTaint {
-			continue
-		}
-		selectorMatched += len(s.Nodes)
-		if s.Transient {
-			continue
-		}
-		all = append(all, s)
+	all := cov.Gaps()
+	var gaps []Skip // those not reported elsewhere
+	for _, s := range all {
 		if !taintIn(s.Taint, reported) {
 			gaps = append(gaps, s)
 		}
 	}
+	// Every node the selectors pick is eligible or skipped for a taint.
+	selectorMatched := cov.Eligible + cov.Skipped(SkipTaint)
 	reason, intended := intendedCoverage(ds.Annotations)
 	var out []Finding
 	switch {
@@ -129,13 +123,13 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 		out = append(out, Finding{
 			Action:  ActionAudit,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(skippedIn(gaps), cov.Total), reason, describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(nodesIn(gaps), cov.Total), reason, describeSkips(gaps)),
 		})
 	case len(gaps) > 0:
 		out = append(out, Finding{
 			Action:  ActionWarn,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s: %s", ofNodes(skippedIn(gaps), cov.Total), describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s: %s", ofNodes(nodesIn(gaps), cov.Total), describeSkips(gaps)),
 			Remediation: "tolerate these taints, or annotate the DaemonSet with coverage.dsguard.io/intended " +
 				"saying why it skips these nodes.",
 		})
@@ -191,7 +185,7 @@ func namespaceOf(ds *appsv1.DaemonSet) string {
 	return ds.Namespace
 }
 
-func skippedIn(skips []Skip) int {
+func nodesIn(skips []Skip) int {
 	n := 0
 	for _, s := range skips {
 		n += len(s.Nodes)

@@ -276,10 +276,7 @@ func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, 
 // to the reason. Transient taints (a node joining) never raise an Event.
 func countedGaps(cov *policy.Coverage) map[string]string {
 	out := map[string]string{}
-	for _, s := range cov.Skips {
-		if s.Kind != policy.SkipTaint || s.Transient {
-			continue
-		}
+	for _, s := range cov.Gaps() {
 		for _, n := range s.Nodes {
 			out[n] = s.Reason()
 		}

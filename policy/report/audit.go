@@ -93,11 +93,7 @@ func Audit(in AuditInput) []AuditEntry {
 		// and Evaluate's copy of env carries the cache along.
 		if cov := env.Coverage(ds); cov != nil {
 			e.Coverage = *cov
-			for _, s := range e.Coverage.Skips {
-				if s.Kind == policy.SkipTaint && !s.Transient {
-					e.Skipped += len(s.Nodes)
-				}
-			}
+			e.Skipped = e.Coverage.GapNodes()
 		}
 		e.Findings = policy.Evaluate(ds, env)
 		e.Intended = strings.TrimSpace(ds.Annotations[policy.IntendedCoverageAnnotation])
