@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -17,29 +15,6 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	var err error
-	cluster, err = framework.Start(ctx, framework.Options{Log: os.Stderr, Nodes: framework.SmallCluster})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: cannot start the control plane:", err)
-		return 1
-	}
-	defer func() {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			code = 1
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "e2e: control plane, dsguard and nodes ready in %s\n", time.Since(start).Round(time.Millisecond))
-	code = m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "e2e: dsguard log:\n%s\n", cluster.DsguardLog())
-	}
-	return code
+	os.Exit(framework.RunSuite(m, "e2e", framework.Options{Nodes: framework.SmallCluster},
+		func(_ context.Context, s *framework.Suite) error { cluster = s.Cluster; return nil }))
 }

@@ -6,7 +6,6 @@ package audit
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -24,39 +23,12 @@ var (
 // gapWindow is short so that a gap turns persistent within the test.
 const gapWindow = 4 * time.Second
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var err error
-	cluster, err = framework.Start(ctx, framework.Options{
-		Log: os.Stderr, Nodes: framework.SmallCluster, ControllerManager: true,
+func TestMain(m *testing.M) {
+	os.Exit(framework.RunSuite(m, "audit e2e", framework.Options{
+		Nodes: framework.SmallCluster, ControllerManager: true,
 		DsguardArgs: []string{"--audit-interval=1s", "--gap-window=" + gapWindow.String()},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "audit e2e: cannot start:", err)
-		return 1
-	}
-	defer func() {
-		if err := cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "audit e2e:", err)
-			code = 1
-		}
-	}()
-	cfg := cluster.Config()
-	cfg.QPS, cfg.Burst = 200, 400
-	if kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "audit e2e:", err)
-		return 1
-	}
-	if r := cluster.Kubectl(ctx, "", "create", "namespace", "audit"); r.Err != nil {
-		fmt.Fprintln(os.Stderr, "audit e2e:", r.Error())
-		return 1
-	}
-	code = m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "audit e2e: dsguard log:\n%s\n", cluster.DsguardLog())
-	}
-	return code
+	}, func(ctx context.Context, s *framework.Suite) error {
+		cluster, kube = s.Cluster, s.Kube
+		return cluster.Kubectl(ctx, "", "create", "namespace", "audit").Error()
+	}))
 }

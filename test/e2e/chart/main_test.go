@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -29,31 +28,15 @@ var cluster *framework.Cluster
 var caBundle string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	start := time.Now()
-	var err error
-	cluster, err = framework.Start(ctx, framework.Options{Log: os.Stderr, Nodes: framework.SmallCluster})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: chart: cannot start the control plane:", err)
-		return 1
-	}
-	defer cluster.Stop()
-	fmt.Fprintf(os.Stderr, "e2e: chart: control plane, dsguard and nodes ready in %s\n", time.Since(start).Round(time.Millisecond))
-	r := cluster.Kubectl(ctx, "", "get", "validatingwebhookconfiguration", "dsguard",
-		"-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
-	if r.Err != nil || r.Stdout == "" {
-		fmt.Fprintln(os.Stderr, "e2e: chart: cannot read the CA of dsguard's serving certificate:", r.Error())
-		return 1
-	}
-	caBundle = r.Stdout
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "e2e: chart: dsguard log:\n%s\n", cluster.DsguardLog())
-	}
-	return code
+	os.Exit(framework.RunSuite(m, "e2e: chart", framework.Options{Nodes: framework.SmallCluster},
+		func(ctx context.Context, s *framework.Suite) error {
+			cluster = s.Cluster
+			r := cluster.Kubectl(ctx, "", "get", "validatingwebhookconfiguration", "dsguard",
+				"-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
+			if r.Err != nil || r.Stdout == "" {
+				return fmt.Errorf("cannot read the CA of dsguard's serving certificate: %v", r.Error())
+			}
+			caBundle = r.Stdout
+			return nil
+		}))
 }

@@ -2,13 +2,8 @@ package chart
 
 import (
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,46 +61,13 @@ func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 	}
 	t.Cleanup(func() { helm(t, h, "uninstall", smRelease, "--namespace", smNamespace) })
 
-	logPath := filepath.Join(dir, "dsguard.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cluster.Dsguard, "serve", "--kubeconfig", impersonatingKubeconfigFor(t, dir, smUser, smGroups),
+	dsguard, took := startDsguard(t, smUser, healthPort, "serve", "--kubeconfig", impersonatingKubeconfigFor(t, dir, smUser, smGroups),
 		"--namespace", smNamespace, "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort),
 		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name="+smFullname,
 		"--ca-secret="+smFullname+"-ca", "--ca-publish-grace=1s", "--ca-sync-interval=500ms",
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address", "0", "--leader-elect=true", "--shutdown-timeout", "5s")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
-	dsguardLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("dsguard (as %s) log:\n%s", smUser, dsguardLog())
-		}
-	})
-
-	took := eventually(t, 60*time.Second, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, dsguardLog)
+	dsguardLog := dsguard.Log
 	t.Logf("ready %s after start, with no certificate material given", took.Round(100*time.Millisecond))
 
 	if ca := kubectl(t, "", "get", "secret", smFullname+"-ca", "-n", smNamespace, "-o", "jsonpath={.data.ca\\.crt}"); ca.Stdout == "" {

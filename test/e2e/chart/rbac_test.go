@@ -7,12 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -154,48 +152,15 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 
 	// dsguard as the ServiceAccount: the admin kubeconfig, impersonating it.
 	kubeconfig := impersonatingKubeconfig(t, dir)
-	logPath := filepath.Join(dir, "dsguard.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cluster.Dsguard, "serve", "--kubeconfig", kubeconfig, "--namespace", rbacNamespace,
+	// Cleanups run last-first: uninstall (the webhook configuration goes),
+	// then stop dsguard.
+	dsguard, _ := startDsguard(t, saUser, healthPort, "serve", "--kubeconfig", kubeconfig, "--namespace", rbacNamespace,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=true",
 		"--leader-elect=true", "--shutdown-timeout", "5s")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(exited) }()
-	dsguardLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	// Cleanups run last-first: uninstall (the webhook configuration goes),
-	// then stop dsguard.
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("dsguard (as %s) log:\n%s", saUser, dsguardLog())
-		}
-	})
+	dsguardLog := dsguard.Log
 	t.Cleanup(func() { helm(t, h, "uninstall", rbacRelease, "--namespace", rbacNamespace) })
-
-	eventually(t, 60*time.Second, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, dsguardLog)
 
 	t.Run("leader election", func(t *testing.T) {
 		var holder string
