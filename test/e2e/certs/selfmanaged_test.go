@@ -6,8 +6,6 @@ import (
 	"encoding/pem"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -128,15 +123,7 @@ func caCerts(data []byte) []*x509.Certificate {
 // without pause while the CA rotates (60s CA, renewed every ~40s; 15s serving
 // certificates): not one may fail.
 func TestSelfManaged_CARotationUnderLoad(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", "node-exporter.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(data, &ds); err != nil {
-		t.Fatal(err)
-	}
-	ds.Namespace = "default"
+	create := throughDsguard(t)
 	first, err := kube.CoreV1().Secrets(framework.Namespace).Get(t.Context(), "dsguard-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +169,7 @@ func TestSelfManaged_CARotationUnderLoad(t *testing.T) {
 	seenCAs := map[string]bool{firstCA[0]: true}
 	maxBundle := 0
 	for time.Now().Before(deadline) {
-		_, err := kube.AppsV1().DaemonSets("default").Create(t.Context(), &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		// The policy denies node-exporter: a 403 from dsguard is a
-		// request that went through; anything else failed.
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "dsguard coverage rule") {
+		if err := create(); err == nil {
 			ok.Add(1)
 		} else {
 			failed.Add(1)

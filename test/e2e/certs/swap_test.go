@@ -15,16 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -143,22 +137,7 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { cluster.Kubectl(t.Context(), "", "delete", "validatingwebhookconfiguration", "file-dsguard") })
 
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", "node-exporter.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(data, &ds); err != nil {
-		t.Fatal(err)
-	}
-	ds.Namespace = "default"
-	create := func() error {
-		_, err := kube.AppsV1().DaemonSets("default").Create(t.Context(), &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "dsguard coverage rule") {
-			return nil
-		}
-		return fmt.Errorf("not denied by dsguard: %v", err)
-	}
+	create := throughDsguard(t)
 	// The configuration takes effect in the API server shortly after apply.
 	deadline := time.Now().Add(30 * time.Second)
 	for create() != nil {
