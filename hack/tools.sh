@@ -20,6 +20,9 @@ HELM4_VERSION="${HELM4_VERSION:-v4.3.1}"
 # Kubernetes pins etcd in build/dependencies.yaml of its module; read from there
 # when the module is present, this default is what v1.37.2 pins.
 ETCD_VERSION="${ETCD_VERSION:-}"
+# The control plane of the e2e suites, plus the pieces of a real node
+# (kube-scheduler places Pods, kubelet runs them).
+K8S_BINS=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet)
 
 CACHE_ROOT="${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools"
 BIN_DIR="$CACHE_ROOT/k8s-${K8S_VERSION}"
@@ -35,7 +38,7 @@ mkdir -p "$BIN_DIR"
 
 all_stamped() {
   local b
-  for b in kube-apiserver kube-controller-manager kubectl etcd helm helm4; do
+  for b in "${K8S_BINS[@]}" etcd helm helm4; do
     [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
   done
 }
@@ -66,7 +69,7 @@ k8s_dir() {
 # wrapper module must replace them with the published v0.x.y of the same release.
 build_kubernetes() {
   local wanted=() b
-  for b in kube-apiserver kube-controller-manager kubectl; do
+  for b in "${K8S_BINS[@]}"; do
     [[ -f "$BIN_DIR/.stamp-$b" ]] || wanted+=("$b")
   done
   ((${#wanted[@]})) || return 0
