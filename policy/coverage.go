@@ -105,6 +105,15 @@ func (c *Coverage) Gaps() []Skip {
 // GapNodes returns how many nodes Gaps covers.
 func (c *Coverage) GapNodes() int { return nodesIn(c.Gaps()) }
 
+// nodesIn counts the nodes of skips.
+func nodesIn(skips []Skip) int {
+	n := 0
+	for _, s := range skips {
+		n += len(s.Nodes)
+	}
+	return n
+}
+
 func containsKind(kinds []SkipKind, k SkipKind) bool {
 	for _, x := range kinds {
 		if x == k {
@@ -322,12 +331,26 @@ func (s *NodeSnapshot) looksAtNodeIdentity(spec *corev1.PodSpec) bool {
 	return false
 }
 
+// osArchLabels select a node by its operating system or architecture alone,
+// which is normal (a Linux agent skips Windows nodes) and not a deliberate
+// subset of nodes.
+var osArchLabels = map[string]bool{
+	corev1.LabelOSStable:      true,
+	corev1.LabelArchStable:    true,
+	"beta.kubernetes.io/os":   true,
+	"beta.kubernetes.io/arch": true,
+}
+
+// isOSArchLabel reports whether a node label key selects by operating system
+// or architecture alone.
+func isOSArchLabel(key string) bool { return osArchLabels[key] }
+
 // withoutOSArch returns the required node affinity with every OS and
 // architecture requirement dropped.
 func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 	selector := map[string]string{}
 	for k, v := range spec.NodeSelector {
-		if !placementNeutralLabels[k] {
+		if !isOSArchLabel(k) {
 			selector[k] = v
 		}
 	}
@@ -342,7 +365,7 @@ func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 			}
 			nt := corev1.NodeSelectorTerm{MatchFields: t.MatchFields}
 			for _, r := range t.MatchExpressions {
-				if !placementNeutralLabels[r.Key] {
+				if !isOSArchLabel(r.Key) {
 					nt.MatchExpressions = append(nt.MatchExpressions, r)
 				}
 			}

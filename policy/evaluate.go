@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Env is everything a verdict depends on besides the DaemonSet itself.
@@ -16,23 +18,33 @@ type Env struct {
 	// check without --nodes); rules that need nodes are skipped then.
 	Nodes *NodeSnapshot
 
-	// coverage caches the prediction for the DaemonSet under evaluation,
-	// shared by the rules that read it.
+	// predicted caches the last prediction, shared by the rules that read
+	// it, with the DaemonSet and node snapshot it was made for.
+	predicted predicted
+}
+
+// predicted is a prediction and what it was made for.
+type predicted struct {
+	ds       *appsv1.DaemonSet
+	nodes    *NodeSnapshot
 	coverage *Coverage
 }
 
-// Coverage returns the predicted coverage of ds on env.Nodes, computed once
-// and kept in env, so an Env serves one DaemonSet; nil when the nodes are not
-// known. Evaluate's copy of env carries a prediction made before along.
+// Coverage returns the predicted coverage of ds on env.Nodes; nil when the
+// nodes are not known. The prediction is kept in env for the same DaemonSet
+// (the same pointer) on the same snapshot, so the rules of one evaluation, and
+// a caller that asked before Evaluate (whose copy of env carries it along),
+// share one. DaemonSets are only read, so the same pointer means the same
+// object.
 func (env *Env) Coverage(ds *appsv1.DaemonSet) *Coverage {
 	if env.Nodes == nil {
 		return nil
 	}
-	if env.coverage == nil {
-		c := PredictCoverage(ds, env.Nodes)
-		env.coverage = &c
+	if c := &env.predicted; c.coverage == nil || c.ds != ds || c.nodes != env.Nodes {
+		cov := PredictCoverage(ds, env.Nodes)
+		*c = predicted{ds: ds, nodes: env.Nodes, coverage: &cov}
 	}
-	return env.coverage
+	return env.predicted.coverage
 }
 
 // defaultPolicy is compiled once; Policy values are immutable.
@@ -46,10 +58,7 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	if p == nil {
 		p = defaultPolicy
 	}
-	namespace := ds.Namespace
-	if namespace == "" {
-		namespace = "default"
-	}
+	namespace := namespaceOf(ds)
 	env.Policy = p
 	if env.Now.IsZero() {
 		// A zero time would make every exemption eternal.
@@ -59,10 +68,7 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	var out []Finding
 	for i := range p.rules {
 		rs := &p.rules[i]
-		if rs.action == ActionOff || (rs.rule.NeedsNodes && env.Nodes == nil) {
-			continue
-		}
-		if !rs.scope.matches(namespace, ds.Labels) {
+		if !rs.applies(ds, namespace, &env) {
 			continue
 		}
 		fs := rs.rule.check(ds, &env, rs.params)
@@ -88,6 +94,47 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	}
 	SortFindings(out)
 	return out
+}
+
+// applies reports whether the rule runs for ds in namespace: it is not off,
+// has the nodes it needs, and ds is in its scope.
+func (rs *ruleSettings) applies(ds *appsv1.DaemonSet, namespace string, env *Env) bool {
+	return rs.action != ActionOff && (!rs.rule.NeedsNodes || env.Nodes != nil) && rs.scope.matches(namespace, ds.Labels)
+}
+
+// ReportedTaints returns the taints whose skipped nodes the rules that apply
+// to ds already report (an empty value stands for every value of the key),
+// so that another rule does not report the same nodes twice.
+func (env *Env) ReportedTaints(ds *appsv1.DaemonSet) []corev1.Taint {
+	if env.Policy == nil {
+		return nil
+	}
+	namespace := namespaceOf(ds)
+	var out []corev1.Taint
+	for i := range env.Policy.rules {
+		rs := &env.Policy.rules[i]
+		if rs.rule.reportedTaints != nil && rs.applies(ds, namespace, env) {
+			out = append(out, rs.rule.reportedTaints(ds, rs.params)...)
+		}
+	}
+	return out
+}
+
+// matchesAnyTaint reports whether t matches one of patterns by key and
+// effect, and by value unless the pattern's value is empty.
+func matchesAnyTaint(patterns []corev1.Taint, t corev1.Taint) bool {
+	return slices.ContainsFunc(patterns, func(p corev1.Taint) bool {
+		return p.Key == t.Key && p.Effect == t.Effect && (p.Value == "" || p.Value == t.Value)
+	})
+}
+
+// namespaceOf is the namespace a DaemonSet is judged in: "default" when the
+// manifest names none.
+func namespaceOf(ds *appsv1.DaemonSet) string {
+	if ds.Namespace == "" {
+		return "default"
+	}
+	return ds.Namespace
 }
 
 // activeExemption returns the DaemonSet's exemption for this rule when it is

@@ -709,3 +709,28 @@ func TestActionWeaker(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvCoverage_KeyedOnDaemonSetAndNodes pins that a prediction kept in an
+// Env serves only the DaemonSet and the snapshot it was made for: reusing one
+// Env for another DaemonSet or other nodes predicts again.
+func TestEnvCoverage_KeyedOnDaemonSetAndNodes(t *testing.T) {
+	gpu := newNode("gpu-1", nodeTaints(noSchedule("gpu")))
+	workers := poolNodes("worker", 2)
+	env := nodeEnv(snapshotOf(gpu, workers))
+	intolerant := newDS(withTolerations())
+	tolerant := newDS(withTolerations(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists}))
+
+	if got := env.Coverage(intolerant).Eligible; got != 2 {
+		t.Fatalf("without the toleration: eligible = %d, want 2", got)
+	}
+	if got := env.Coverage(tolerant).Eligible; got != 3 {
+		t.Errorf("same Env, another DaemonSet: eligible = %d, want 3", got)
+	}
+	env.Nodes = snapshotOf(workers)
+	if got := env.Coverage(tolerant).Eligible; got != 2 {
+		t.Errorf("same Env and DaemonSet, other nodes: eligible = %d, want 2", got)
+	}
+	if a, b := env.Coverage(tolerant), env.Coverage(tolerant); a != b {
+		t.Errorf("the same DaemonSet on the same nodes predicted twice")
+	}
+}

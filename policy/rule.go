@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Rule is one coverage check, declared once with everything a user needs to
@@ -30,6 +31,9 @@ type Rule struct {
 	Exemptible bool
 
 	check func(ds *appsv1.DaemonSet, env *Env, params any) []Finding
+	// reportedTaints, when set, returns the taints whose skipped nodes the
+	// rule's own findings already name for ds; see Env.ReportedTaints.
+	reportedTaints func(ds *appsv1.DaemonSet, params any) []corev1.Taint
 }
 
 // ParamDoc documents one rule parameter.
@@ -48,6 +52,17 @@ func newRule[P any](r Rule, check func(ds *appsv1.DaemonSet, env *Env, p *P) []F
 		return check(ds, env, params.(*P))
 	}
 	return &r
+}
+
+// withReportedTaints declares which taints r's findings already name for a
+// DaemonSet (an empty value stands for every value of the key), so that a rule
+// speaking of the same skipped nodes leaves them out. P must be the
+// parameter type r was made with.
+func withReportedTaints[P any](r *Rule, taints func(ds *appsv1.DaemonSet, p *P) []corev1.Taint) *Rule {
+	r.reportedTaints = func(ds *appsv1.DaemonSet, params any) []corev1.Taint {
+		return taints(ds, params.(*P))
+	}
+	return r
 }
 
 // Registry is an ordered, duplicate-free set of rules.

@@ -62,7 +62,7 @@ func (p *ControlPlaneTolerationParams) validate(fp *field.Path) field.ErrorList 
 	return errs
 }
 
-var controlPlaneTolerationRule = newRule(Rule{
+var controlPlaneTolerationRule = withReportedTaints(newRule(Rule{
 	ID:    controlPlaneTolerationID,
 	Title: "Pod template tolerates the control-plane taints",
 	Why: "A DaemonSet skips every node whose NoSchedule or NoExecute taint it does not tolerate. " +
@@ -79,7 +79,7 @@ var controlPlaneTolerationRule = newRule(Rule{
 		Default:     "[{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
 		Description: "Taints every DaemonSet must tolerate. Effect is NoSchedule or NoExecute.",
 	}},
-}, checkControlPlaneToleration)
+}, checkControlPlaneToleration), reportedTaints)
 
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlaneTolerationParams) []Finding {
 	untolerated := untoleratedRequiredTaints(&ds.Spec.Template.Spec, p)
@@ -144,9 +144,10 @@ func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationPa
 
 // nodesSkippedFor returns the nodes the prediction skips for one of taints.
 func nodesSkippedFor(cov *Coverage, taints []TaintConfig) []string {
+	patterns := taintsOf(taints)
 	var out []string
 	for _, s := range cov.Skips {
-		if s.Kind == SkipTaint && taintIn(s.Taint, taints) {
+		if s.Kind == SkipTaint && matchesAnyTaint(patterns, s.Taint) {
 			out = append(out, s.Nodes...)
 		}
 	}
@@ -154,13 +155,20 @@ func nodesSkippedFor(cov *Coverage, taints []TaintConfig) []string {
 	return out
 }
 
-func taintIn(t corev1.Taint, taints []TaintConfig) bool {
-	for _, c := range taints {
-		if c.Key == t.Key && c.Effect == t.Effect && (c.Value == "" || c.Value == t.Value) {
-			return true
-		}
+// reportedTaints are the taints whose skipped nodes this rule's finding names,
+// so that node-coverage does not report the same nodes again.
+func reportedTaints(ds *appsv1.DaemonSet, p *ControlPlaneTolerationParams) []corev1.Taint {
+	return taintsOf(untoleratedRequiredTaints(&ds.Spec.Template.Spec, p))
+}
+
+// taintsOf turns configured taints into patterns for matchesAnyTaint (an
+// empty value stands for every value of the key).
+func taintsOf(taints []TaintConfig) []corev1.Taint {
+	out := make([]corev1.Taint, len(taints))
+	for i, t := range taints {
+		out[i] = corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 	}
-	return false
+	return out
 }
 
 // namesList joins names, at most limit of them, then "and N more".
@@ -183,15 +191,6 @@ func tolerationHint(taints []TaintConfig, missing []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// placementNeutralLabels narrow a DaemonSet to an OS or architecture, which
-// is normal (a Linux agent skips Windows nodes) and not a deliberate subset.
-var placementNeutralLabels = map[string]bool{
-	corev1.LabelOSStable:      true,
-	corev1.LabelArchStable:    true,
-	"beta.kubernetes.io/os":   true,
-	"beta.kubernetes.io/arch": true,
-}
-
 // narrowsPlacement reports whether the template deliberately selects a subset
 // of nodes: by a label other than OS, architecture or taintKey in its
 // nodeSelector, or in every term of its required node affinity (the terms
@@ -200,7 +199,7 @@ var placementNeutralLabels = map[string]bool{
 // way out; NotIn or DoesNotExist on it steers clear of them deliberately.
 func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
 	for k := range spec.NodeSelector {
-		if !placementNeutralLabels[k] && k != taintKey {
+		if !isOSArchLabel(k) && k != taintKey {
 			return true
 		}
 	}
@@ -228,7 +227,7 @@ func termNarrows(term *corev1.NodeSelectorTerm, taintKey string) bool {
 	}
 	for _, req := range term.MatchExpressions {
 		switch {
-		case placementNeutralLabels[req.Key]:
+		case isOSArchLabel(req.Key):
 		case req.Key == taintKey && (req.Operator == corev1.NodeSelectorOpIn || req.Operator == corev1.NodeSelectorOpExists):
 		default:
 			return true

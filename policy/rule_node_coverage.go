@@ -85,13 +85,14 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 		return nil
 	}
 	tolerations := podSpecPath.Child("tolerations")
-	// A partial gap caused by a taint that control-plane-toleration already
-	// reports is not reported twice; running on no node at all always is.
-	reported := taintsReportedElsewhere(ds, env)
+	// A partial gap caused by a taint that another rule already reports
+	// (control-plane-toleration) is not reported twice; running on no node
+	// at all always is.
+	reported := env.ReportedTaints(ds)
 	all := cov.Gaps()
 	var gaps []Skip // those not reported elsewhere
 	for _, s := range all {
-		if !taintIn(s.Taint, reported) {
+		if !matchesAnyTaint(reported, s.Taint) {
 			gaps = append(gaps, s)
 		}
 	}
@@ -140,16 +141,6 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	return out
 }
 
-// taintsReportedElsewhere returns the taints control-plane-toleration reports
-// for ds under the active policy (none when that rule is off or out of scope).
-func taintsReportedElsewhere(ds *appsv1.DaemonSet, env *Env) []TaintConfig {
-	rs, ok := env.Policy.byID[controlPlaneTolerationID]
-	if !ok || rs.action == ActionOff || !rs.scope.matches(namespaceOf(ds), ds.Labels) {
-		return nil
-	}
-	return untoleratedRequiredTaints(&ds.Spec.Template.Spec, rs.params.(*ControlPlaneTolerationParams))
-}
-
 func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams) (Finding, bool) {
 	namespace := namespaceOf(ds)
 	for _, m := range p.MinCoverage {
@@ -174,23 +165,6 @@ func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams
 		}, true
 	}
 	return Finding{}, false
-}
-
-// namespaceOf is the namespace Evaluate judges ds in: "default" when the
-// manifest names none, as for the rules' scopes.
-func namespaceOf(ds *appsv1.DaemonSet) string {
-	if ds.Namespace == "" {
-		return "default"
-	}
-	return ds.Namespace
-}
-
-func nodesIn(skips []Skip) int {
-	n := 0
-	for _, s := range skips {
-		n += len(s.Nodes)
-	}
-	return n
 }
 
 func ofNodes(n, total int) string {
