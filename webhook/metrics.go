@@ -14,6 +14,8 @@ type Metrics struct {
 	PolicyGeneration prometheus.Gauge
 	PolicyDegraded   prometheus.Gauge
 	Bypasses         prometheus.Counter
+	// ConnectionsEvicted counts connections closed at the connection cap.
+	ConnectionsEvicted prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -44,6 +46,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "DaemonSet requests admitted unchecked because the user or a group is on the policy's bypass list.",
 		}),
 	}
-	reg.MustRegister(m.Decisions, m.Findings, m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.Bypasses)
+	m.ConnectionsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dsguard_webhook_connections_evicted_total",
+		Help: "Connections to the webhook port closed at the connection cap (--max-connections) before they delivered a whole request: a sign of slow or abusive clients.",
+	})
+	reg.MustRegister(m.Decisions, m.Findings, m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.Bypasses,
+		m.ConnectionsEvicted)
 	return m
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -54,6 +53,10 @@ type serveOptions struct {
 	leafDuration    time.Duration
 	caPublishGrace  time.Duration
 	caSyncInterval  time.Duration
+	clientCAFile    string
+	requireClient   bool
+	maxConnections  int
+	readTimeout     time.Duration
 	zap             zap.Options
 }
 
@@ -94,6 +97,10 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.leafDuration, "leaf-duration", 7*24*time.Hour, "self-managed: serving certificate lifetime; renewed with a third left")
 	f.DurationVar(&o.caPublishGrace, "ca-publish-grace", 10*time.Second, "self-managed: how long a new CA is in the caBundle before certificates it signs are served")
 	f.DurationVar(&o.caSyncInterval, "ca-sync-interval", 5*time.Second, "self-managed: how often the caBundle is checked against the CA")
+	f.StringVar(&o.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs whose client certificates authenticate the API server; verdicts name nodes only to authenticated callers")
+	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file")
+	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
+	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
@@ -122,12 +129,8 @@ func runServe(o *serveOptions) error {
 	}
 	ref := dswebhook.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
 
-	// TLS 1.2 at least; HTTP/2 off (its rapid-reset class of attacks, and the
-	// API server speaks HTTP/1.1 to webhooks anyway).
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) {
-		c.MinVersion = tls.VersionTLS12
-		c.NextProtos = []string{"http/1.1"}
-	}}
+	// TLS 1.2 at least, AEAD suites only, HTTP/2 off.
+	tlsOpts := []func(*tls.Config){dswebhook.HardenTLS}
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
 	webhookTLSOpts := tlsOpts
 	var selfManaged *certs.SelfManaged
@@ -157,6 +160,14 @@ func runServe(o *serveOptions) error {
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	m := dswebhook.NewMetrics(metrics.Registry)
+	// controller-runtime's own webhook server never times out a slow
+	// request body and accepts connections without limit.
+	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
+		Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName,
+		TLSOpts: webhookTLSOpts, ClientCAFile: o.clientCAFile, RequireClientCert: o.requireClient,
+		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout,
+	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -178,15 +189,12 @@ func runServe(o *serveOptions) error {
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName, TLSOpts: webhookTLSOpts,
-		}),
+		WebhookServer:                 webhookServer,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	m := dswebhook.NewMetrics(metrics.Registry)
 	source := dswebhook.NewPolicySource(m)
 	if err := mgr.Add(&dswebhook.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,

@@ -1,0 +1,421 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// ServerOptions configure the hardened webhook server.
+type ServerOptions struct {
+	// Host and Port are where the server listens.
+	Host string
+	Port int
+	// CertDir, CertName and KeyName name the serving certificate files,
+	// reloaded on change; unused when a TLS option sets GetCertificate.
+	CertDir, CertName, KeyName string
+	// TLSOpts adjust the TLS configuration (minimum version, ciphers,
+	// GetCertificate).
+	TLSOpts []func(*tls.Config)
+	// ClientCAFile, when set, is a PEM bundle of the CAs whose client
+	// certificates authenticate the API server.
+	ClientCAFile string
+	// RequireClientCert refuses the TLS handshake of callers without a
+	// client certificate from ClientCAFile. Without it a certificate is
+	// verified when given, and callers without one get verdicts that name
+	// no nodes (see Authenticated).
+	RequireClientCert bool
+	// MaxConnections caps the open connections. When the cap is reached, a
+	// new connection evicts the oldest one that has not delivered a whole
+	// request yet (or is idle), so slow clients crowd out each other, not
+	// the API server, whose requests arrive whole within milliseconds.
+	MaxConnections int
+	// ReadHeaderTimeout bounds the TLS handshake and the request headers;
+	// ReadTimeout the whole request, body included; WriteTimeout the
+	// response; IdleTimeout a kept-alive connection between requests.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// Defaults of ServerOptions: the API server sends a review whole, at once,
+// and waits at most 30 s (the longest webhook timeout) for the answer.
+const (
+	DefaultMaxConnections    = 256
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+)
+
+// Server is the webhook server: controller-runtime's webhook server for
+// registration and its request metrics, served by an http.Server with
+// per-connection deadlines and a connection cap in front, which
+// controller-runtime's own listener lacks (it never times out a slow
+// request body and accepts connections without limit).
+type Server struct {
+	crwebhook.Server
+	opts    ServerOptions
+	evicted func() // called per evicted connection; may be nil
+
+	mu      sync.Mutex
+	started bool
+	addr    string
+}
+
+// NewServer returns a server for opts, with defaults for zero limits.
+// onEvict, when not nil, is called for every connection evicted at the cap.
+func NewServer(opts ServerOptions, onEvict func()) *Server {
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&opts.ReadTimeout, DefaultReadTimeout},
+		{&opts.WriteTimeout, DefaultWriteTimeout}, {&opts.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	// The inner server only registers handlers (with controller-runtime's
+	// per-webhook metrics); it is never started.
+	inner := crwebhook.NewServer(crwebhook.Options{Host: opts.Host, Port: opts.Port})
+	return &Server{Server: inner, opts: opts, evicted: onEvict}
+}
+
+// tlsConfig builds the TLS configuration: the options, a certificate
+// watcher when no option supplies certificates, and client authentication.
+func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
+	cfg := &tls.Config{}
+	HardenTLS(cfg)
+	for _, op := range s.opts.TLSOpts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil {
+		w, err := certwatcher.New(filepath.Join(s.opts.CertDir, s.opts.CertName), filepath.Join(s.opts.CertDir, s.opts.KeyName))
+		if err != nil {
+			return nil, err
+		}
+		cfg.GetCertificate = w.GetCertificate
+		go func() {
+			if err := w.Start(ctx); err != nil {
+				logf.FromContext(ctx).Error(err, "serving certificate watcher")
+			}
+		}()
+	}
+	if s.opts.ClientCAFile != "" {
+		pem, err := os.ReadFile(s.opts.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the client CA bundle: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", s.opts.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		if s.opts.RequireClientCert {
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	} else if s.opts.RequireClientCert {
+		return nil, errors.New("requiring a client certificate needs a client CA bundle")
+	}
+	return cfg, nil
+}
+
+// Start implements manager.Runnable: it serves until ctx ends, then lets
+// in-flight reviews finish.
+func (s *Server) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook-server")
+	cfg, err := s.tlsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)))
+	if err != nil {
+		return err
+	}
+	guard := newConnGuard(ln, s.opts.MaxConnections, s.evicted)
+	srv := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext:       guard.connContext,
+		ConnState:         guard.connState,
+		Handler:           guard.track(authenticate(s.WebhookMux())),
+		MaxHeaderBytes:    64 << 10, // a review's headers are a few hundred bytes
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			log.Error(err, "shutting down the webhook server")
+		}
+	}()
+	s.mu.Lock()
+	s.started, s.addr = true, ln.Addr().String()
+	s.mu.Unlock()
+	log.Info("serving webhooks", "address", ln.Addr().String(), "maxConnections", s.opts.MaxConnections,
+		"clientAuth", cfg.ClientAuth.String())
+	if err := srv.Serve(tls.NewListener(guard, cfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Addr returns the address the server listens on, "" before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// StartedChecker is ready once the server listens and accepts a TCP
+// connection. It does not complete a TLS handshake, which a server that
+// requires client certificates would refuse.
+func (s *Server) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		addr := s.Addr()
+		if addr == "" {
+			return errors.New("webhook server has not been started yet")
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("webhook server is not reachable: %w", err)
+		}
+		return c.Close()
+	}
+}
+
+type authenticatedKey struct{}
+
+// authenticate marks requests whose caller presented a client certificate
+// that verified against the client CA bundle.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Authenticated reports whether the caller of the request in ctx presented a
+// verified client certificate. Only then do verdicts name nodes, and only
+// then does a request count in the metrics alerts read: any Pod that can
+// reach the port could otherwise learn node names or forge those counts.
+func Authenticated(ctx context.Context) bool {
+	v, _ := ctx.Value(authenticatedKey{}).(bool)
+	return v
+}
+
+// connGuard caps open connections. A connection is evictable until its
+// current request's body has been read to the end, and again once the
+// answer is written; at the cap, a new connection closes the evictable
+// connection that has waited longest, preferring those stuck mid-request
+// over idle kept-alive ones.
+type connGuard struct {
+	net.Listener
+	max     int
+	evicted func()
+
+	mu    sync.Mutex
+	freed *sync.Cond
+	conns map[*guardedConn]struct{}
+}
+
+type guardedConn struct {
+	net.Conn
+	g    *connGuard
+	once sync.Once
+	// Guarded by g.mu.
+	busy  bool      // a whole request is being answered
+	idle  bool      // between requests on a kept-alive connection
+	since time.Time // when the current phase began
+}
+
+func newConnGuard(ln net.Listener, max int, evicted func()) *connGuard {
+	g := &connGuard{Listener: ln, max: max, evicted: evicted, conns: map[*guardedConn]struct{}{}}
+	g.freed = sync.NewCond(&g.mu)
+	return g
+}
+
+// Accept implements net.Listener.
+func (g *connGuard) Accept() (net.Conn, error) {
+	c, err := g.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	gc := &guardedConn{Conn: c, g: g, since: time.Now()}
+	g.mu.Lock()
+	for len(g.conns) >= g.max {
+		victim := g.oldestEvictable()
+		if victim == nil {
+			// Every connection is being answered: answers take
+			// milliseconds, so wait for one to finish.
+			g.freed.Wait()
+			continue
+		}
+		delete(g.conns, victim)
+		g.mu.Unlock()
+		_ = victim.Conn.Close()
+		if g.evicted != nil {
+			g.evicted()
+		}
+		g.mu.Lock()
+	}
+	g.conns[gc] = struct{}{}
+	g.mu.Unlock()
+	return gc, nil
+}
+
+func (g *connGuard) oldestEvictable() *guardedConn {
+	var reading, idle *guardedConn
+	for c := range g.conns {
+		switch {
+		case c.busy:
+		case c.idle:
+			if idle == nil || c.since.Before(idle.since) {
+				idle = c
+			}
+		default:
+			if reading == nil || c.since.Before(reading.since) {
+				reading = c
+			}
+		}
+	}
+	if reading != nil {
+		return reading
+	}
+	return idle
+}
+
+// Close implements net.Conn: it frees the connection's place.
+func (c *guardedConn) Close() error {
+	c.once.Do(func() {
+		c.g.mu.Lock()
+		delete(c.g.conns, c)
+		c.g.freed.Signal()
+		c.g.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+func (g *connGuard) set(c *guardedConn, busy, idle bool) {
+	g.mu.Lock()
+	c.busy, c.idle, c.since = busy, idle, time.Now()
+	if !busy {
+		g.freed.Signal()
+	}
+	g.mu.Unlock()
+}
+
+type connKey struct{}
+
+// connContext remembers the connection of each request.
+func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if gc, ok := c.(*guardedConn); ok {
+		return context.WithValue(ctx, connKey{}, gc)
+	}
+	return ctx
+}
+
+// connState starts a new phase when a request begins arriving (Active) and
+// when a connection falls idle.
+func (g *connGuard) connState(c net.Conn, state http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	gc, ok := c.(*guardedConn)
+	if !ok {
+		return
+	}
+	switch state {
+	case http.StateActive:
+		g.set(gc, false, false)
+	case http.StateIdle:
+		g.set(gc, false, true)
+	}
+}
+
+// track marks a connection busy from the moment its request body has been
+// read whole until the answer is written.
+func (g *connGuard) track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
+		if gc == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &busyOnEOF{ReadCloser: r.Body, mark: func() { g.set(gc, true, false) }}
+		} else {
+			g.set(gc, true, false)
+		}
+		defer g.set(gc, false, false)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// busyOnEOF calls mark once the body has been read to its end.
+type busyOnEOF struct {
+	io.ReadCloser
+	mark func()
+	done bool
+}
+
+func (b *busyOnEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		b.mark()
+	}
+	return n, err
+}
+
+var _ crwebhook.Server = &Server{}
+
+// AEADCipherSuites are the TLS 1.2 suites dsguard accepts: ECDHE key
+// exchange with AES-GCM or ChaCha20-Poly1305. The CBC suites Go still enables
+// by default (with SHA-1 MACs) are left out. TLS 1.3 suites are all AEAD and
+// not configurable.
+var AEADCipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// HardenTLS sets TLS 1.2 as the minimum, the AEAD suites only, and HTTP/1.1
+// (HTTP/2 brings its rapid-reset class of attacks, and the API server speaks
+// HTTP/1.1 to webhooks anyway).
+func HardenTLS(c *tls.Config) {
+	c.MinVersion = tls.VersionTLS12
+	c.CipherSuites = AEADCipherSuites
+	c.NextProtos = []string{"http/1.1"}
+}

@@ -1,0 +1,271 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testPKI is a CA with a serving and a client certificate signed by it.
+type testPKI struct {
+	pool   *x509.CertPool
+	server tls.Certificate
+	client tls.Certificate
+	caFile string
+}
+
+func newTestPKI(t *testing.T) testPKI {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, usage x509.ExtKeyUsage) tls.Certificate {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	}
+	p := testPKI{pool: x509.NewCertPool(), server: leaf(2, x509.ExtKeyUsageServerAuth), client: leaf(3, x509.ExtKeyUsageClientAuth)}
+	p.pool.AddCert(ca)
+	p.caFile = filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startTestServer starts a Server on a free local port with a handler at
+// /echo that says whether the caller was authenticated.
+func startTestServer(t *testing.T, pki testPKI, opts ServerOptions, onEvict func()) string {
+	t.Helper()
+	opts.Host, opts.Port = "127.0.0.1", 0
+	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &pki.server, nil }
+	})
+	srv := NewServer(opts, onEvict)
+	srv.Register("/echo", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		fmt.Fprintf(w, "authenticated=%v", Authenticated(r.Context()))
+	}))
+	ctx := t.Context()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Start(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Addr() == "" {
+		select {
+		case err := <-errc:
+			t.Fatalf("server stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := srv.StartedChecker()(nil); err != nil {
+		t.Fatalf("started checker: %v", err)
+	}
+	return srv.Addr()
+}
+
+func post(t *testing.T, addr string, cfg *tls.Config) (string, error) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post("https://"+addr+"/echo", "application/json", bytes.NewReader([]byte(`{}`)))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+func TestServer_ClientAuthentication(t *testing.T) {
+	pki := newTestPKI(t)
+	tests := []struct {
+		name       string
+		opts       ServerOptions
+		clientCert bool
+		want       string // body, or "" for a refused handshake
+	}{
+		{"no client CA configured", ServerOptions{}, true, "authenticated=false"},
+		{"client CA, certificate given", ServerOptions{ClientCAFile: pki.caFile}, true, "authenticated=true"},
+		{"client CA, no certificate: answered, unauthenticated", ServerOptions{ClientCAFile: pki.caFile}, false, "authenticated=false"},
+		{"client certificate required, none given", ServerOptions{ClientCAFile: pki.caFile, RequireClientCert: true}, false, ""},
+		{"client certificate required and given", ServerOptions{ClientCAFile: pki.caFile, RequireClientCert: true}, true, "authenticated=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := startTestServer(t, pki, tt.opts, nil)
+			cfg := &tls.Config{RootCAs: pki.pool}
+			if tt.clientCert {
+				cfg.Certificates = []tls.Certificate{pki.client}
+			}
+			got, err := post(t, addr, cfg)
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("want the request refused, got %q", got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestServer_RequireClientCertWithoutCA(t *testing.T) {
+	srv := NewServer(ServerOptions{RequireClientCert: true, Host: "127.0.0.1"}, nil)
+	if err := srv.Start(t.Context()); err == nil {
+		t.Fatal("want an error: requiring client certificates needs a CA bundle")
+	}
+}
+
+func TestServer_OnlyAEADCiphersOverTLS12(t *testing.T) {
+	pki := newTestPKI(t)
+	addr := startTestServer(t, pki, ServerOptions{}, nil)
+	for _, suite := range tls.CipherSuites() {
+		cfg := &tls.Config{RootCAs: pki.pool, MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite.ID}}
+		conn, err := tls.Dial("tcp", addr, cfg)
+		accepted := err == nil
+		if conn != nil {
+			conn.Close()
+		}
+		aead := false
+		for _, id := range AEADCipherSuites {
+			aead = aead || id == suite.ID
+		}
+		// The test certificate is ECDSA: RSA suites cannot be agreed on.
+		if accepted != aead && (accepted || isECDSASuite(suite)) {
+			t.Errorf("%s: accepted=%v, want %v", suite.Name, accepted, aead)
+		}
+	}
+	for _, suite := range tls.InsecureCipherSuites() {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool, MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite.ID}})
+		if err == nil {
+			conn.Close()
+			t.Errorf("insecure suite %s accepted", suite.Name)
+		}
+	}
+}
+
+func isECDSASuite(s *tls.CipherSuite) bool {
+	return bytes.Contains([]byte(s.Name), []byte("ECDSA"))
+}
+
+// TestServer_SlowBodyIsCutOff sends headers and then a body one byte at a
+// time: the connection is closed once the read deadline passes.
+func TestServer_SlowBodyIsCutOff(t *testing.T) {
+	pki := newTestPKI(t)
+	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 300 * time.Millisecond, ReadHeaderTimeout: 300 * time.Millisecond}, nil)
+	conn := slowClient(t, addr, pki)
+	defer conn.Close()
+	closed := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := conn.Write([]byte("x")); err != nil {
+				closed <- err
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a body sent a byte at a time kept its connection open")
+	}
+}
+
+// slowClient opens a connection and sends the headers of a request whose
+// body never completes.
+func slowClient(t *testing.T, addr string, pki testPKI) net.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestServer_CapEvictsSlowClients fills the connection cap with slow
+// clients: a compliant request still gets its answer, because it evicts the
+// client stuck longest.
+func TestServer_CapEvictsSlowClients(t *testing.T) {
+	pki := newTestPKI(t)
+	var evicted atomic.Int64
+	addr := startTestServer(t, pki, ServerOptions{MaxConnections: 4}, func() { evicted.Add(1) })
+	for range 10 {
+		conn := slowClient(t, addr, pki)
+		defer conn.Close()
+	}
+	got, err := post(t, addr, &tls.Config{RootCAs: pki.pool})
+	if err != nil || got != "authenticated=false" {
+		t.Fatalf("compliant request at the cap: %q, %v", got, err)
+	}
+	if evicted.Load() == 0 {
+		t.Error("no connection was evicted at the cap")
+	}
+}
+
+func TestConnGuard_PrefersStuckOverIdle(t *testing.T) {
+	g := newConnGuard(nil, 3, nil)
+	old := time.Now().Add(-time.Minute)
+	idle := &guardedConn{g: g, idle: true, since: old}
+	busy := &guardedConn{g: g, busy: true, since: old.Add(-time.Hour)}
+	reading := &guardedConn{g: g, since: time.Now()}
+	for _, c := range []*guardedConn{idle, busy, reading} {
+		g.conns[c] = struct{}{}
+	}
+	if got := g.oldestEvictable(); got != reading {
+		t.Errorf("evicts %+v, want the connection stuck mid-request", got)
+	}
+	delete(g.conns, reading)
+	if got := g.oldestEvictable(); got != idle {
+		t.Errorf("evicts %+v, want the idle connection", got)
+	}
+	delete(g.conns, idle)
+	if got := g.oldestEvictable(); got != nil {
+		t.Errorf("evicts %+v, want none: a busy connection is being answered", got)
+	}
+}
