@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -20,6 +22,16 @@ import (
 // DaemonSetPath is where the API server sends DaemonSet reviews.
 const DaemonSetPath = "/validate-daemonset"
 
+// DefaultFailOpenNamespaces are the infrastructure namespaces whose
+// DaemonSets (CNI, kube-proxy, CSI node plugins) must never wait for dsguard:
+// if the network breaks, dsguard's own Pods lose it too, and the fix to the
+// CNI DaemonSet must still land. The chart's fail-open webhook entry covers
+// the same list (webhook.failOpenNamespaces).
+var DefaultFailOpenNamespaces = []string{
+	"kube-system", "calico-system", "calico-apiserver", "tigera-operator", "kube-flannel", "cilium",
+	"longhorn-system", "rook-ceph",
+}
+
 // DaemonSetHandler admits or denies apps/v1 DaemonSets. It is a plain
 // admission.Handler rather than an admission.Validator because it sets audit
 // annotations, which the Validator interface cannot.
@@ -33,6 +45,17 @@ type DaemonSetHandler struct {
 	// the node-dependent rules.
 	nodes func() *policy.NodeSnapshot
 	now   func() time.Time
+
+	// FailOpenNamespaces are the infrastructure namespaces (CNI, storage
+	// and kube-system) whose webhook entry fails open: there dsguard only
+	// warns, and its own errors (no policy yet, an undecodable request, a
+	// panic) admit with a warning instead of refusing.
+	FailOpenNamespaces []string
+	// ClientAuth is true when callers can authenticate with a client
+	// certificate. Then requests without one are answered but left out of
+	// the metrics alerts read (decisions, findings, bypasses), so a Pod
+	// that reaches the port cannot forge them.
+	ClientAuth bool
 }
 
 // NewDaemonSetHandler returns the DaemonSet handler. nodes may be nil (no
@@ -56,13 +79,38 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metric
 var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
 
 // Handle implements admission.Handler.
-func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	resp := h.handle(ctx, req)
-	h.countDecision(resp)
-	return resp
+func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+	counted := !h.ClientAuth || Authenticated(ctx)
+	defer func() {
+		if r := recover(); r != nil {
+			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "panic while judging a DaemonSet", "stack", string(debug.Stack()))
+			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in dsguard: %v", r))
+		}
+		resp = h.failOpen(req, resp)
+		h.countDecision(resp, counted)
+	}()
+	return h.handle(ctx, req, counted)
 }
 
-func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) admission.Response {
+// failOpen turns dsguard's own failures into an admission with a warning in
+// the fail-open namespaces, whose webhook entry would ignore the failure
+// anyway if dsguard were unreachable: being reachable must not be worse.
+func (h *DaemonSetHandler) failOpen(req admission.Request, resp admission.Response) admission.Response {
+	if resp.Allowed || resp.Result == nil || resp.Result.Code == http.StatusForbidden || !h.failsOpen(req.Namespace) {
+		return resp
+	}
+	out := admission.Allowed("")
+	out.Warnings = []string{oneLine(fmt.Sprintf("dsguard: could not judge this DaemonSet (%s); admitted because namespace %s fails open",
+		resp.Result.Message, req.Namespace))}
+	out.AuditAnnotations = map[string]string{"fail-open": resp.Result.Message}
+	return out
+}
+
+func (h *DaemonSetHandler) failsOpen(namespace string) bool {
+	return slices.Contains(h.FailOpenNamespaces, namespace)
+}
+
+func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, counted bool) admission.Response {
 	log := logf.FromContext(ctx)
 	switch {
 	case req.UID == "":
@@ -82,8 +130,9 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) ad
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("dsguard has not loaded a policy yet"))
 	}
 	if active.Policy.Bypassed(req.UserInfo.Username, req.UserInfo.Groups) {
-		log.Info("bypass: admitted without evaluation", "user", req.UserInfo.Username, "groups", req.UserInfo.Groups)
-		if h.metrics != nil {
+		log.Info("bypass: admitted without evaluation", "user", req.UserInfo.Username, "groups", req.UserInfo.Groups,
+			"authenticatedCaller", Authenticated(ctx))
+		if h.metrics != nil && counted {
 			h.metrics.Bypasses.Inc()
 		}
 		return admission.Allowed("bypassed by the dsguard policy (break-glass)")
@@ -114,11 +163,18 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request) ad
 			findings = capFindings(findings, policy.ActionWarn, "")
 		case equality.Semantic.DeepEqual(old.Spec, ds.Spec):
 			findings = capFindings(findings, policy.ActionWarn, "spec unchanged by this update")
-		case active.Policy.Ratcheting():
+		case active.Policy.Ratcheting() && policy.Count(findings, policy.ActionDeny) > 0:
+			// The old object is judged only when its verdict can change
+			// the answer: a deny to ratchet.
 			findings = ratchet(findings, policy.Evaluate(old, env))
 		}
 	}
-	h.countFindings(findings)
+	if h.failsOpen(req.Namespace) {
+		findings = capFindings(findings, policy.ActionWarn, "namespace "+req.Namespace+" fails open")
+	}
+	if counted {
+		h.countFindings(findings)
+	}
 	resp := buildResponse(ds, findings)
 	// Denies are logged at info with the request UID (in the context's
 	// logger), so an operator can match a user's complaint to a decision.
@@ -174,13 +230,21 @@ func (h *DaemonSetHandler) countFindings(fs []policy.Finding) {
 	}
 }
 
-func (h *DaemonSetHandler) countDecision(resp admission.Response) {
+// countDecision counts the answer. Requests that no API server sends (no
+// UID, another kind, an undecodable object) count as invalid, not as errors,
+// and requests of unauthenticated callers (when callers can authenticate)
+// only as unauthenticated: the error alert must not fire on forgeries.
+func (h *DaemonSetHandler) countDecision(resp admission.Response, counted bool) {
 	if h.metrics == nil {
 		return
 	}
 	result := "allowed"
 	switch {
-	case resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code != http.StatusForbidden:
+	case !counted:
+		result = "unauthenticated"
+	case resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code < 500 && resp.Result.Code != http.StatusForbidden:
+		result = "invalid"
+	case resp.Result != nil && resp.Result.Code >= 500:
 		result = "error"
 	case !resp.Allowed:
 		result = "denied"

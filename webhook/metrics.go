@@ -23,7 +23,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dsguard_admission_decisions_total",
-			Help: "Admission decisions on DaemonSets by result (allowed, warned, denied, skipped, bypassed, error).",
+			Help: "Admission decisions on DaemonSets by result: allowed, warned, denied, skipped, error (dsguard failed), invalid (a request no API server sends), unauthenticated (a caller without a client certificate, when client authentication is on).",
 		}, []string{"result"}),
 		Findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dsguard_findings_total",

@@ -57,6 +57,7 @@ type serveOptions struct {
 	requireClient   bool
 	maxConnections  int
 	readTimeout     time.Duration
+	failOpen        []string
 	zap             zap.Options
 }
 
@@ -101,6 +102,7 @@ func newServeCommand() *cobra.Command {
 	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file")
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
+	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
@@ -228,9 +230,10 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	srv := mgr.GetWebhookServer()
-	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{
-		Handler: dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes),
-	})
+	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
+	dsHandler.FailOpenNamespaces = o.failOpen
+	dsHandler.ClientAuth = o.clientCAFile != ""
+	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{Handler: dsHandler})
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
 
