@@ -73,9 +73,21 @@ docs: ## Regenerate docs/rules.md from the rule registry
 tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd, helm and helm4 into the per-user cache
 	hack/tools.sh
 
+# The image, without a Docker engine: the static binary on an empty base as
+# an OCI image layout and an OCI archive of it (`ctr images import`, `docker
+# load`, `skopeo copy oci-archive:...`). The same source gives the same digest.
+IMAGE_REPO ?= ghcr.io/dsguard/dsguard
+IMAGE_DIR ?= $(BIN_DIR)/image
+
 .PHONY: image
-image: ## Build the container image (needs a Docker engine)
-	docker build --build-arg VERSION=$(VERSION) -t dsguard:$(VERSION) .
+image: ## Build the container image as an OCI layout and archive in bin/image (no Docker engine; reproducible)
+	$(MAKE) -s build BIN_DIR=$(IMAGE_DIR) GOOS=linux
+	$(GO) run ./hack/image -binary $(IMAGE_DIR)/dsguard -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
+	  -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -oci-layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/dsguard.oci.tar
+
+.PHONY: docker-image
+docker-image: ## Build the same image with a Docker engine (Dockerfile)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
 
 .PHONY: clean
 clean: ## Remove build output
