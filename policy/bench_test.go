@@ -22,7 +22,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			env := Env{Policy: Default(), Now: evalNow}
+			env := Env{Policy: Rules().Default(), Now: evalNow}
 			if got := len(Evaluate(c.ds, env)); got != c.findings {
 				b.Fatalf("got %d findings, want %d", got, c.findings)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,12 +55,17 @@ type BypassConfig struct {
 // RuleConfig is the per-rule part of the policy, with the rule's own typed
 // parameters.
 type RuleConfig[P any] struct {
+	RuleOptions `yaml:",inline"`
+	Parameters  P `yaml:"parameters"`
+}
+
+// RuleOptions are the settings every rule has.
+type RuleOptions struct {
 	Action Action      `yaml:"action"`
 	Scope  ScopeConfig `yaml:"scope"`
 	// AllowExemptions, when false, makes dsguard ignore exemption annotations
 	// for this rule (and report them).
 	AllowExemptions *bool `yaml:"allowExemptions"`
-	Parameters      P     `yaml:"parameters"`
 }
 
 // ScopeConfig limits where a rule applies.
@@ -92,58 +98,88 @@ type LabelSelectorRequirementConfig struct {
 // "parameters" is then an error.
 type NoParams struct{}
 
-// RulesConfig has one field per rule. The yaml tag is the rule ID; a test
-// keeps these fields and the registry in step.
+// RulesConfig holds each rule's part of the policy, keyed by rule ID, each
+// typed with the rule's own parameters: the registry that made it decides
+// which keys exist and how each is decoded.
 type RulesConfig struct {
-	ControlPlaneToleration RuleConfig[ControlPlaneTolerationParams] `yaml:"control-plane-toleration"`
-	SurgeHostPort          RuleConfig[NoParams]                     `yaml:"surge-host-port"`
-	MaxUnavailable         RuleConfig[MaxUnavailableParams]         `yaml:"max-unavailable"`
-	ReadinessProbe         RuleConfig[NoParams]                     `yaml:"readiness-probe"`
-	HostPathReadOnly       RuleConfig[HostPathReadOnlyParams]       `yaml:"host-path-read-only"`
-	Privileged             RuleConfig[NoParams]                     `yaml:"privileged"`
-	ImagePinned            RuleConfig[ImagePinnedParams]            `yaml:"image-pinned"`
-	UpdateStrategy         RuleConfig[NoParams]                     `yaml:"update-strategy"`
-	NodeCoverage           RuleConfig[NodeCoverageParams]           `yaml:"node-coverage"`
-	InvalidAnnotation      RuleConfig[NoParams]                     `yaml:"invalid-annotation"`
+	reg  *Registry
+	byID map[string]ruleConfig
 }
 
 // ruleConfig is what the compiler needs from any RuleConfig[P].
 type ruleConfig interface {
-	common() (Action, *ScopeConfig, *bool)
+	options() *RuleOptions
 	params() any
-	setAction(Action)
 }
 
-func (c *RuleConfig[P]) common() (Action, *ScopeConfig, *bool) {
-	return c.Action, &c.Scope, c.AllowExemptions
-}
-func (c *RuleConfig[P]) params() any        { return &c.Parameters }
-func (c *RuleConfig[P]) setAction(a Action) { c.Action = a }
+func (c *RuleConfig[P]) options() *RuleOptions { return &c.RuleOptions }
+func (c *RuleConfig[P]) params() any           { return &c.Parameters }
 
-// entries pairs each rule ID with its config field.
-func (rc *RulesConfig) entries() []ruleEntry {
-	return []ruleEntry{
-		{controlPlaneTolerationID, &rc.ControlPlaneToleration},
-		{surgeHostPortID, &rc.SurgeHostPort},
-		{maxUnavailableID, &rc.MaxUnavailable},
-		{readinessProbeID, &rc.ReadinessProbe},
-		{hostPathReadOnlyID, &rc.HostPathReadOnly},
-		{privilegedID, &rc.Privileged},
-		{imagePinnedID, &rc.ImagePinned},
-		{updateStrategyID, &rc.UpdateStrategy},
-		{nodeCoverageID, &rc.NodeCoverage},
-		{invalidAnnotationID, &rc.InvalidAnnotation},
+// Options returns the settings of rule id, or nil for a rule the policy's
+// registry does not have.
+func (rc *RulesConfig) Options(id string) *RuleOptions {
+	if c, ok := rc.byID[id]; ok {
+		return c.options()
 	}
+	return nil
 }
 
-type ruleEntry struct {
-	id  string
-	cfg ruleConfig
+// RuleConfigOf returns the part of c for rule id, typed with the rule's
+// parameters; nil when there is no such rule or P is not its parameter type.
+func RuleConfigOf[P any](c *Config, id string) *RuleConfig[P] {
+	rc, _ := c.Rules.byID[id].(*RuleConfig[P])
+	return rc
 }
 
-// DefaultConfig returns the built-in policy: what dsguard enforces with no
-// configuration at all, and what every absent key in a document falls back to.
-func DefaultConfig() *Config {
+// rules returns the registry's rules that the config holds, in catalogue order.
+func (rc *RulesConfig) rules() []*Rule {
+	if rc.reg == nil {
+		return nil
+	}
+	return rc.reg.rules
+}
+
+// UnmarshalYAML decodes the "rules" mapping with each rule's own types, over
+// the values already there (the defaults). It takes yaml's older function
+// form on purpose: that one decodes with the document's decoder, so unknown
+// keys stay errors and problems keep their lines. A struct type is made with
+// one field per rule, keyed by rule ID, so an unknown rule ID is an unknown
+// field like any other.
+func (rc *RulesConfig) UnmarshalYAML(unmarshal func(any) error) error {
+	v := rc.asStruct()
+	err := unmarshal(v.Addr().Interface())
+	for i, r := range rc.rules() {
+		reflect.ValueOf(rc.byID[r.ID]).Elem().Set(v.Field(i))
+	}
+	return err
+}
+
+// MarshalYAML writes the rules in catalogue order, keyed by rule ID.
+func (rc RulesConfig) MarshalYAML() (any, error) { return rc.asStruct().Interface(), nil }
+
+// asStruct copies the rules' parts into a struct value with one field per
+// rule, tagged with its ID, in catalogue order.
+func (rc *RulesConfig) asStruct() reflect.Value {
+	rules := rc.rules()
+	fields := make([]reflect.StructField, len(rules))
+	for i, r := range rules {
+		fields[i] = reflect.StructField{
+			Name: "R" + strconv.Itoa(i),
+			Type: reflect.TypeOf(rc.byID[r.ID]).Elem(),
+			Tag:  reflect.StructTag(`yaml:"` + r.ID + `"`),
+		}
+	}
+	v := reflect.New(reflect.StructOf(fields)).Elem()
+	for i, r := range rules {
+		v.Field(i).Set(reflect.ValueOf(rc.byID[r.ID]).Elem())
+	}
+	return v
+}
+
+// DefaultConfig returns the built-in policy of the registry's rules: what
+// dsguard enforces with no configuration at all, and what every absent key in
+// a document falls back to.
+func (reg *Registry) DefaultConfig() *Config {
 	yes := true
 	c := &Config{
 		APIVersion:  ConfigAPIVersion,
@@ -155,13 +191,10 @@ func DefaultConfig() *Config {
 			{Namespaces: []string{"kube-system"}, Enforcement: EnforcementWarn},
 		},
 		Ratcheting: &yes,
+		Rules:      RulesConfig{reg: reg, byID: make(map[string]ruleConfig, len(reg.rules))},
 	}
-	c.Rules.ControlPlaneToleration.Parameters = defaultControlPlaneTolerationParams()
-	c.Rules.MaxUnavailable.Parameters = defaultMaxUnavailableParams()
-	c.Rules.NodeCoverage.Parameters = defaultNodeCoverageParams()
-	for _, e := range c.Rules.entries() {
-		r, _ := builtinRules.Get(e.id)
-		e.cfg.setAction(r.DefaultAction)
+	for _, r := range reg.rules {
+		c.Rules.byID[r.ID] = r.newConfig()
 	}
 	return c
 }
@@ -201,9 +234,10 @@ func (e *ConfigError) Error() string {
 }
 
 // ParseConfig decodes a policy document strictly (an unknown or misspelt key
-// is an error with its line) over the built-in defaults, then validates it,
-// collecting every problem with its field path and line.
-func ParseConfig(data []byte) (*Config, error) {
+// is an error with its line) over the built-in defaults of the registry's
+// rules, then validates it, collecting every problem with its field path and
+// line.
+func (reg *Registry) ParseConfig(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Problems: []ConfigProblem{{Message: "the policy document is empty"}}}
 	}
@@ -216,7 +250,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if isEmptyDocument(&root) {
 		return nil, &ConfigError{Problems: []ConfigProblem{{Message: "the policy document is empty"}}}
 	}
-	cfg := DefaultConfig()
+	cfg := reg.DefaultConfig()
 	// Everything else falls back to the defaults, but the document must say
 	// what it is: apiVersion and kind are required, not defaulted.
 	cfg.APIVersion, cfg.Kind = "", ""
@@ -266,11 +300,13 @@ func isEmptyDocument(root *yaml.Node) bool {
 // yaml.v3 names Go types in its messages ("field x not found in type
 // policy.MaxUnavailableParams"); the person fixing a ConfigMap needs the key.
 var (
-	yamlLinePrefix   = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
-	yamlUnknownField = regexp.MustCompile(`(?s)^field (.*) not found in type \S+$`)
+	yamlLinePrefix = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
+	// The rules mapping is decoded into a struct type made at run time, whose
+	// name is "struct { ... }".
+	yamlUnknownField = regexp.MustCompile(`(?s)^field (.*?) not found in type (?:struct \{.*\}|\S+)$`)
 	// The Go type ends the message: "into policy.Enforcement",
 	// "into []policy.TaintConfig", "into policy.RuleConfig[github.com/...]".
-	yamlGoType = regexp.MustCompile(` into (?:\[\]|\*|map\[[^\] ]*\])*[A-Za-z0-9_]+\.\S*$`)
+	yamlGoType = regexp.MustCompile(`(?s) into (?:struct \{.*\}|(?:\[\]|\*|map\[[^\] ]*\])*[A-Za-z0-9_]+\.\S*)$`)
 )
 
 func yamlProblems(err error) []ConfigProblem {

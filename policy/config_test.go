@@ -30,7 +30,7 @@ type wantProblem struct {
 // configProblems parses doc, requires a *ConfigError and returns its problems.
 func configProblems(t *testing.T, doc string) []ConfigProblem {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(doc))
+	cfg, err := Rules().ParseConfig([]byte(doc))
 	if err == nil {
 		t.Fatalf("ParseConfig succeeded, want an error; config: %+v", cfg)
 	}
@@ -460,20 +460,20 @@ func TestConfigErrorMessage(t *testing.T) {
 }
 
 func TestParseConfigMinimalIsDefault(t *testing.T) {
-	cfg, err := ParseConfig([]byte(configHeader))
+	cfg, err := Rules().ParseConfig([]byte(configHeader))
 	if err != nil {
 		t.Fatalf("ParseConfig: %v", err)
 	}
-	if !reflect.DeepEqual(cfg, DefaultConfig()) {
-		t.Errorf("minimal document = %+v, want the defaults %+v", cfg, DefaultConfig())
+	if !reflect.DeepEqual(cfg, Rules().DefaultConfig()) {
+		t.Errorf("minimal document = %+v, want the defaults %+v", cfg, Rules().DefaultConfig())
 	}
-	for _, e := range cfg.Rules.entries() {
-		rule, ok := Rules().Get(e.id)
-		if !ok {
-			t.Fatalf("config entry %q has no rule", e.id)
+	for _, rule := range Rules().Rules() {
+		o := cfg.Rules.Options(rule.ID)
+		if o == nil {
+			t.Fatalf("rule %s has no part in the config", rule.ID)
 		}
-		if action, _, allow := e.cfg.common(); action != rule.DefaultAction || allow != nil {
-			t.Errorf("rule %s: action %q allowExemptions %v, want %q and unset", e.id, action, allow, rule.DefaultAction)
+		if o.Action != rule.DefaultAction || o.AllowExemptions != nil {
+			t.Errorf("rule %s: action %q allowExemptions %v, want %q and unset", rule.ID, o.Action, o.AllowExemptions, rule.DefaultAction)
 		}
 	}
 	if cfg.Enforcement != EnforcementEnforce {
@@ -486,11 +486,11 @@ func TestParseConfigMinimalIsDefault(t *testing.T) {
 	if cfg.Ratcheting == nil || !*cfg.Ratcheting {
 		t.Errorf("ratcheting = %v, want true", cfg.Ratcheting)
 	}
-	if got := cfg.Rules.MaxUnavailable.Parameters; got != (MaxUnavailableParams{MaxPercent: 25}) {
+	if got := RuleConfigOf[MaxUnavailableParams](cfg, maxUnavailableID).Parameters; got != (MaxUnavailableParams{MaxPercent: 25}) {
 		t.Errorf("max-unavailable parameters = %+v, want maxPercent 25, maxCount 0", got)
 	}
 	wantTaints := []TaintConfig{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
-	if got := cfg.Rules.ControlPlaneToleration.Parameters.Taints; !reflect.DeepEqual(got, wantTaints) {
+	if got := RuleConfigOf[ControlPlaneTolerationParams](cfg, controlPlaneTolerationID).Parameters.Taints; !reflect.DeepEqual(got, wantTaints) {
 		t.Errorf("control-plane-toleration taints = %+v, want %+v", got, wantTaints)
 	}
 
@@ -513,7 +513,7 @@ func TestParseConfigMinimalIsDefault(t *testing.T) {
 }
 
 func TestDefaultPolicyActions(t *testing.T) {
-	p := Default()
+	p := Rules().Default()
 	for _, r := range Rules().Rules() {
 		got, ok := p.RuleAction(r.ID)
 		if !ok || got != r.DefaultAction {
@@ -539,14 +539,14 @@ func TestParseConfigOverrides(t *testing.T) {
 `,
 		check: func(t *testing.T, c *Config) {
 			want := MaxUnavailableParams{MaxPercent: 25, MaxCount: 3}
-			if got := c.Rules.MaxUnavailable.Parameters; got != want {
+			if got := RuleConfigOf[MaxUnavailableParams](c, maxUnavailableID).Parameters; got != want {
 				t.Errorf("max-unavailable parameters = %+v, want %+v", got, want)
 			}
-			if c.Rules.MaxUnavailable.Action != ActionWarn {
-				t.Errorf("max-unavailable action = %q, want the default warn", c.Rules.MaxUnavailable.Action)
+			if RuleConfigOf[MaxUnavailableParams](c, maxUnavailableID).Action != ActionWarn {
+				t.Errorf("max-unavailable action = %q, want the default warn", RuleConfigOf[MaxUnavailableParams](c, maxUnavailableID).Action)
 			}
-			d := DefaultConfig()
-			d.Rules.MaxUnavailable.Parameters.MaxCount = 3
+			d := Rules().DefaultConfig()
+			RuleConfigOf[MaxUnavailableParams](d, maxUnavailableID).Parameters.MaxCount = 3
 			if !reflect.DeepEqual(c, d) {
 				t.Errorf("config = %+v, want the defaults but maxCount 3", c)
 			}
@@ -563,7 +563,7 @@ func TestParseConfigOverrides(t *testing.T) {
 `,
 		check: func(t *testing.T, c *Config) {
 			want := []TaintConfig{{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectNoExecute}}
-			if got := c.Rules.ControlPlaneToleration.Parameters.Taints; !reflect.DeepEqual(got, want) {
+			if got := RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Parameters.Taints; !reflect.DeepEqual(got, want) {
 				t.Errorf("taints = %+v, want %+v (the default control-plane taint replaced)", got, want)
 			}
 		},
@@ -571,7 +571,7 @@ func TestParseConfigOverrides(t *testing.T) {
 		name: "an empty list requires no taint",
 		doc:  configHeader + "rules:\n  control-plane-toleration:\n    parameters:\n      taints: []\n",
 		check: func(t *testing.T, c *Config) {
-			if got := c.Rules.ControlPlaneToleration.Parameters.Taints; len(got) != 0 {
+			if got := RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Parameters.Taints; len(got) != 0 {
 				t.Errorf("taints = %+v, want none", got)
 			}
 		},
@@ -603,15 +603,15 @@ func TestParseConfigOverrides(t *testing.T) {
 		name: "unquoted off is the action, not a YAML 1.1 boolean",
 		doc:  configHeader + "rules:\n  update-strategy:\n    action: off\n",
 		check: func(t *testing.T, c *Config) {
-			if c.Rules.UpdateStrategy.Action != ActionOff {
-				t.Errorf("update-strategy action = %q, want off", c.Rules.UpdateStrategy.Action)
+			if RuleConfigOf[NoParams](c, updateStrategyID).Action != ActionOff {
+				t.Errorf("update-strategy action = %q, want off", RuleConfigOf[NoParams](c, updateStrategyID).Action)
 			}
 		},
 	}, {
 		name: "a null rule keeps its defaults",
 		doc:  configHeader + "rules:\n  privileged: ~\n",
 		check: func(t *testing.T, c *Config) {
-			if !reflect.DeepEqual(c, DefaultConfig()) {
+			if !reflect.DeepEqual(c, Rules().DefaultConfig()) {
 				t.Errorf("config = %+v, want the defaults", c)
 			}
 		},
@@ -626,7 +626,7 @@ func TestParseConfigOverrides(t *testing.T) {
         matchLabels: {app.kubernetes.io/name: node-exporter}
 `,
 		check: func(t *testing.T, c *Config) {
-			r := c.Rules.Privileged
+			r := RuleConfigOf[NoParams](c, privilegedID)
 			if r.AllowExemptions == nil || *r.AllowExemptions {
 				t.Errorf("allowExemptions = %v, want false", r.AllowExemptions)
 			}
@@ -641,7 +641,7 @@ func TestParseConfigOverrides(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseConfig([]byte(tt.doc))
+			c, err := Rules().ParseConfig([]byte(tt.doc))
 			if err != nil {
 				t.Fatalf("ParseConfig: %v", err)
 			}
@@ -656,7 +656,7 @@ func TestParseConfigOverrides(t *testing.T) {
 // TestParseConfigDoesNotShareDefaults guards against decoding into shared
 // default values: one document's override must not leak into the next.
 func TestParseConfigDoesNotShareDefaults(t *testing.T) {
-	if _, err := ParseConfig([]byte(configHeader + `namespaceEnforcement:
+	if _, err := Rules().ParseConfig([]byte(configHeader + `namespaceEnforcement:
 - namespaces: [other]
   enforcement: audit
 rules:
@@ -666,11 +666,11 @@ rules:
 `)); err != nil {
 		t.Fatalf("ParseConfig: %v", err)
 	}
-	c, err := ParseConfig([]byte(configHeader))
+	c, err := Rules().ParseConfig([]byte(configHeader))
 	if err != nil {
 		t.Fatalf("ParseConfig: %v", err)
 	}
-	if !reflect.DeepEqual(c, DefaultConfig()) {
+	if !reflect.DeepEqual(c, Rules().DefaultConfig()) {
 		t.Errorf("a later minimal document = %+v, want the defaults", c)
 	}
 }
@@ -681,7 +681,7 @@ func TestParseConfigFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Parse(data)
+	p, err := Rules().Parse(data)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -711,8 +711,8 @@ func TestParseConfigFull(t *testing.T) {
 }
 
 func TestCompileRejectsInvalidConfig(t *testing.T) {
-	c := DefaultConfig()
-	c.Rules.Privileged.Action = "block"
+	c := Rules().DefaultConfig()
+	RuleConfigOf[NoParams](c, privilegedID).Action = "block"
 	c.Ratcheting = nil
 	_, err := Compile(c)
 	var ce *ConfigError
@@ -729,41 +729,26 @@ func TestCompileRejectsInvalidConfig(t *testing.T) {
 	}
 }
 
-// TestRulesConfigMatchesRegistry keeps the policy document and the rule
-// registry in step: every rule is configurable under its ID, in catalogue
-// order, and the document has no key for a rule that does not exist.
+// TestRulesConfigMatchesRegistry: every rule of the registry, and only those,
+// is configurable under its ID, typed with its own parameters.
 func TestRulesConfigMatchesRegistry(t *testing.T) {
-	var rc RulesConfig
-	var entryIDs []string
-	for _, e := range rc.entries() {
-		entryIDs = append(entryIDs, e.id)
+	cfg := Rules().DefaultConfig()
+	if len(cfg.Rules.byID) != len(Rules().Rules()) {
+		t.Errorf("config has %d rules, registry %d", len(cfg.Rules.byID), len(Rules().Rules()))
 	}
-	var registryIDs []string
 	for _, r := range Rules().Rules() {
-		registryIDs = append(registryIDs, r.ID)
-	}
-	if !slices.Equal(entryIDs, registryIDs) {
-		t.Errorf("RulesConfig.entries() IDs = %v\nregistry IDs = %v", entryIDs, registryIDs)
-	}
-
-	// The yaml tags are what users write; they must be the same IDs, and
-	// each entry must point at the field with that tag.
-	typ := reflect.TypeFor[RulesConfig]()
-	var tags []string
-	for f := range typ.Fields() {
-		tags = append(tags, f.Tag.Get("yaml"))
-	}
-	if !slices.Equal(tags, registryIDs) {
-		t.Errorf("RulesConfig yaml tags = %v\nregistry IDs = %v", tags, registryIDs)
-	}
-	v := reflect.ValueOf(&rc).Elem()
-	for i, e := range rc.entries() {
-		if i >= v.NumField() {
-			break
+		if cfg.Rules.Options(r.ID) == nil {
+			t.Errorf("rule %s has no part in the config", r.ID)
 		}
-		if got := v.Field(i).Addr().Interface(); got != e.cfg {
-			t.Errorf("entry %q points at the wrong field (not %s)", e.id, typ.Field(i).Name)
-		}
+	}
+	if cfg.Rules.Options("no-such-rule") != nil {
+		t.Error("options for a rule that does not exist")
+	}
+	if RuleConfigOf[MaxUnavailableParams](cfg, maxUnavailableID) == nil {
+		t.Error("max-unavailable is not typed with MaxUnavailableParams")
+	}
+	if RuleConfigOf[NoParams](cfg, maxUnavailableID) != nil {
+		t.Error("max-unavailable typed with NoParams")
 	}
 }
 
@@ -771,9 +756,9 @@ func TestRulesConfigMatchesRegistry(t *testing.T) {
 // what the generated docs and `dsguard rules` print must read well.
 func TestRegistryRulesWellFormed(t *testing.T) {
 	paramsType := map[string]reflect.Type{}
-	var rc RulesConfig
-	for _, e := range rc.entries() {
-		paramsType[e.id] = reflect.TypeOf(e.cfg.params()).Elem()
+	cfg := Rules().DefaultConfig()
+	for id, rc := range cfg.Rules.byID {
+		paramsType[id] = reflect.TypeOf(rc.params()).Elem()
 	}
 	for _, r := range Rules().Rules() {
 		t.Run(r.ID, func(t *testing.T) {
@@ -826,7 +811,7 @@ func TestRegistryRulesWellFormed(t *testing.T) {
 
 func TestNewRegistryRejects(t *testing.T) {
 	good := func(id string) *Rule {
-		return newRule(Rule{ID: id, Title: "T", Why: "W.", Remediation: "R.", DefaultAction: ActionWarn},
+		return newRule(Rule{ID: id, Title: "T", Why: "W.", Remediation: "R.", DefaultAction: ActionWarn}, nil,
 			func(*appsv1.DaemonSet, *Env, *NoParams) []Finding { return nil })
 	}
 	tests := []struct {
@@ -840,7 +825,7 @@ func TestNewRegistryRejects(t *testing.T) {
 		{"no remediation period", []*Rule{func() *Rule { r := good("x"); r.Remediation = "do it"; return r }()}, "period"},
 		{"no title", []*Rule{func() *Rule { r := good("x"); r.Title = ""; return r }()}, "title"},
 		{"bad default", []*Rule{func() *Rule { r := good("x"); r.DefaultAction = "block"; return r }()}, "default action"},
-		{"no check", []*Rule{{ID: "x", Title: "T", Why: "W.", Remediation: "R.", DefaultAction: ActionWarn}}, "no check"},
+		{"no check", []*Rule{{ID: "x", Title: "T", Why: "W.", Remediation: "R.", DefaultAction: ActionWarn}}, "not made by newRule"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -936,13 +921,13 @@ func TestLineOf(t *testing.T) {
 }
 
 func TestParseConfig_TrailingSeparatorAndEmptyBypass(t *testing.T) {
-	if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n")); err != nil {
+	if _, err := Rules().ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n")); err != nil {
 		t.Errorf("a trailing --- must be accepted: %v", err)
 	}
-	if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n---\nenforcement: warn\n")); err == nil {
+	if _, err := Rules().ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n---\n---\nenforcement: warn\n")); err == nil {
 		t.Error("a second non-empty document must be refused")
 	}
-	_, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass:\n  users: [\"\"]\n  groups: [ops, \"\"]\n"))
+	_, err := Rules().ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass:\n  users: [\"\"]\n  groups: [ops, \"\"]\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 4: bypass.users[0]: Invalid value") ||
 		!strings.Contains(err.Error(), "bypass.groups[1]: Invalid value") {
 		t.Errorf("empty bypass entries: got %v", err)

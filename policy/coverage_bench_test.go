@@ -208,7 +208,7 @@ func BenchmarkEvaluateWithNodes(b *testing.B) {
 		nodes := NewNodeSnapshot(benchNodes(n))
 		for _, c := range benchDaemonSets() {
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.name), func(b *testing.B) {
-				env := Env{Policy: Default(), Now: testNow, Nodes: nodes}
+				env := Env{Policy: Rules().Default(), Now: testNow, Nodes: nodes}
 				b.ReportAllocs()
 				for b.Loop() {
 					Evaluate(c.ds, env)

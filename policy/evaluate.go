@@ -10,7 +10,7 @@ import (
 
 // Env is everything a verdict depends on besides the DaemonSet itself.
 type Env struct {
-	// Policy is the compiled policy; nil means the built-in defaults.
+	// Policy is the compiled policy; Evaluate finds nothing without one.
 	Policy *Policy
 	// Now is the time exemption expiry is judged against.
 	Now time.Time
@@ -47,16 +47,13 @@ func (env *Env) Coverage(ds *appsv1.DaemonSet) *Coverage {
 	return env.predicted.coverage
 }
 
-// defaultPolicy is compiled once; Policy values are immutable.
-var defaultPolicy = Default()
-
 // Evaluate runs every rule in scope against ds and returns the findings,
 // sorted strongest first. Rules that are off, out of scope, or need nodes
 // that env does not have are skipped. The DaemonSet is only read.
 func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	p := env.Policy
 	if p == nil {
-		p = defaultPolicy
+		return nil
 	}
 	namespace := namespaceOf(ds)
 	env.Policy = p

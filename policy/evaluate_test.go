@@ -103,7 +103,7 @@ func nodeExporterDaemonSet() *appsv1.DaemonSet {
 // mustParsePolicy compiles configHeader + doc.
 func mustParsePolicy(t testing.TB, doc string) *Policy {
 	t.Helper()
-	p, err := Parse([]byte(configHeader + doc))
+	p, err := Rules().Parse([]byte(configHeader + doc))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -142,7 +142,7 @@ func inNamespace(ds *appsv1.DaemonSet, ns string) *appsv1.DaemonSet {
 var evalNow = time.Date(2026, time.March, 15, 12, 0, 0, 0, time.UTC)
 
 func TestEvaluateCompliant(t *testing.T) {
-	if fs := Evaluate(sampleDaemonSet(), Env{Now: evalNow}); len(fs) != 0 {
+	if fs := Evaluate(sampleDaemonSet(), Env{Policy: Rules().Default(), Now: evalNow}); len(fs) != 0 {
 		t.Errorf("compliant DaemonSet has findings: %+v", fs)
 	}
 }
@@ -156,7 +156,7 @@ func TestEvaluateSorted(t *testing.T) {
 		Image:        "quay.io/brancz/kube-rbac-proxy",
 		VolumeMounts: []corev1.VolumeMount{{Name: "root", MountPath: "/host"}},
 	})
-	fs := Evaluate(ds, Env{Now: evalNow})
+	fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow})
 	want := []struct {
 		verdict
 		field string
@@ -543,7 +543,7 @@ func TestEvaluateExemptionExpiresAtEndOfDay(t *testing.T) {
 		{time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC), ActionDeny},
 		{time.Time{}, ActionDeny}, // no clock: Evaluate judges against the current time
 	} {
-		fs := Evaluate(ds, Env{Now: tt.now})
+		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: tt.now})
 		if got := actionOf(fs, controlPlaneTolerationID); got != tt.want {
 			t.Errorf("at %v: %q, want %q", tt.now, got, tt.want)
 		}
@@ -606,7 +606,7 @@ func TestPolicyBypassed(t *testing.T) {
 			t.Errorf("Bypassed(%q, %q) = %v, want %v", tt.user, tt.groups, got, tt.want)
 		}
 	}
-	if Default().Bypassed("alice@example.com", []string{"system:masters"}) {
+	if Rules().Default().Bypassed("alice@example.com", []string{"system:masters"}) {
 		t.Error("the default policy bypasses someone")
 	}
 }
@@ -638,18 +638,9 @@ func TestEvaluateDoesNotMutate(t *testing.T) {
 	}
 }
 
-func TestEvaluateNilPolicyUsesDefaults(t *testing.T) {
-	for _, ns := range []string{"monitoring", "kube-system", ""} {
-		ds := inNamespace(nodeExporterDaemonSet(), ns)
-		ds.Annotations = map[string]string{ExemptionAnnotationPrefix + "nope": "x"}
-		got := Evaluate(ds, Env{Now: evalNow})
-		want := Evaluate(ds, Env{Policy: Default(), Now: evalNow})
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%q: with nil policy\n%swith Default()\n%s", ns, findingList(got), findingList(want))
-		}
-		if len(got) == 0 {
-			t.Errorf("%q: no findings", ns)
-		}
+func TestEvaluateWithoutPolicyFindsNothing(t *testing.T) {
+	if fs := Evaluate(nodeExporterDaemonSet(), Env{Now: evalNow}); len(fs) != 0 {
+		t.Errorf("without a policy: %s", findingList(fs))
 	}
 }
 
@@ -659,9 +650,9 @@ func TestEvaluateDeterministic(t *testing.T) {
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		ds.Annotations[ExemptionAnnotationPrefix+"unknown-"+id] = "reason"
 	}
-	first := Evaluate(ds, Env{Now: evalNow})
+	first := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow})
 	for range 20 {
-		if again := Evaluate(ds, Env{Now: evalNow}); !reflect.DeepEqual(first, again) {
+		if again := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow}); !reflect.DeepEqual(first, again) {
 			t.Fatalf("verdicts differ between runs:\n%s---\n%s", findingList(first), findingList(again))
 		}
 	}
@@ -687,7 +678,7 @@ func TestEvaluateConcurrent(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
-	fs := Evaluate(nodeExporterDaemonSet(), Env{Now: evalNow})
+	fs := Evaluate(nodeExporterDaemonSet(), Env{Policy: Rules().Default(), Now: evalNow})
 	if d, w, a := Count(fs, ActionDeny), Count(fs, ActionWarn), Count(fs, ActionAudit); d != 1 || w != 3 || a != 0 {
 		t.Errorf("Count deny/warn/audit = %d/%d/%d, want 1/3/0", d, w, a)
 	}

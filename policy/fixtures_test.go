@@ -36,9 +36,9 @@ const fixtureNamespace = "fixtures"
 // allowed manifest must draw no finding from its rule; a denied one at least
 // one deny from it.
 func TestRuleFixtures(t *testing.T) {
-	cfg := DefaultConfig()
-	for _, e := range cfg.Rules.entries() {
-		e.cfg.setAction(ActionDeny)
+	cfg := Rules().DefaultConfig()
+	for _, r := range Rules().Rules() {
+		cfg.Rules.Options(r.ID).Action = ActionDeny
 	}
 	p, err := Compile(cfg)
 	if err != nil {

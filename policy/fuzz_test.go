@@ -80,7 +80,7 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	ds := nodeExporterDaemonSet()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseConfig(data)
+		cfg, err := Rules().ParseConfig(data)
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("config and error %v returned together", err)
@@ -112,7 +112,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		// The compiled policy must evaluate without panicking.
 		Evaluate(ds, Env{Policy: p, Now: evalNow})
-		again, err := ParseConfig(data)
+		again, err := Rules().ParseConfig(data)
 		if err != nil || !reflect.DeepEqual(cfg, again) {
 			t.Fatalf("parsing the same document twice differs: %v", err)
 		}

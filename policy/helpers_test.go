@@ -151,7 +151,7 @@ func intOrString(s string) *intstr.IntOrString { return new(intstr.FromString(s)
 
 // testEnv is the environment of direct check calls: the built-in policy
 // (as Evaluate would hand in) and the fixed time.
-func testEnv() *Env { return &Env{Policy: Default(), Now: testNow} }
+func testEnv() *Env { return &Env{Policy: Rules().Default(), Now: testNow} }
 
 // wantFinding describes an expected finding: the exact field path, the action
 // the check itself sets ("" for none), what the message must start with
@@ -259,7 +259,7 @@ func findingsOf(fs []Finding, ruleID string) []Finding {
 // TestNewDSIsCompliant guards the builder: every rule test starts from a
 // DaemonSet that no rule flags.
 func TestNewDSIsCompliant(t *testing.T) {
-	if fs := Evaluate(newDS(), Env{Now: testNow}); len(fs) > 0 {
+	if fs := Evaluate(newDS(), Env{Policy: Rules().Default(), Now: testNow}); len(fs) > 0 {
 		t.Fatalf("newDS() is not compliant:\n%s", describeFindings(fs))
 	}
 }

@@ -60,18 +60,19 @@ func matchAnyGlob(globs []string, s string) bool {
 	return false
 }
 
-// Default returns the compiled built-in policy.
-func Default() *Policy {
-	p, err := Compile(DefaultConfig())
+// Default returns the compiled built-in policy of the registry's rules.
+func (reg *Registry) Default() *Policy {
+	p, err := Compile(reg.DefaultConfig())
 	if err != nil {
 		panic(fmt.Sprintf("built-in policy does not compile: %v", err))
 	}
 	return p
 }
 
-// Parse decodes, validates and compiles a policy document.
-func Parse(data []byte) (*Policy, error) {
-	cfg, err := ParseConfig(data)
+// Parse decodes, validates and compiles a policy document for the registry's
+// rules.
+func (reg *Registry) Parse(data []byte) (*Policy, error) {
+	cfg, err := reg.ParseConfig(data)
 	if err != nil {
 		return nil, err
 	}
@@ -100,20 +101,18 @@ func Compile(c *Config) (*Policy, error) {
 			globs: append([]string(nil), ne.Namespaces...), ceiling: ne.Enforcement.ceiling(),
 		})
 	}
-	entries := c.Rules.entries()
-	p.rules = make([]ruleSettings, 0, len(entries))
-	for _, e := range entries {
-		rule, ok := builtinRules.Get(e.id)
-		if !ok {
-			return nil, fmt.Errorf("config field for unknown rule %q", e.id)
-		}
-		action, sc, allow := e.cfg.common()
+	rules := c.Rules.rules()
+	p.rules = make([]ruleSettings, 0, len(rules))
+	for _, rule := range rules {
+		rc := c.Rules.byID[rule.ID]
+		o := rc.options()
+		action, sc, allow := o.Action, &o.Scope, o.AllowExemptions
 		rs := ruleSettings{
 			rule:            rule,
 			action:          action,
 			allowExemptions: rule.Exemptible && (allow == nil || *allow),
 			exemptKey:       ExemptionAnnotationPrefix + rule.ID,
-			params:          e.cfg.params(),
+			params:          rc.params(),
 			scope: scope{
 				include: append([]string(nil), sc.Namespaces.Include...),
 				exclude: append([]string(nil), sc.Namespaces.Exclude...),

@@ -31,6 +31,9 @@ type Rule struct {
 	Exemptible bool
 
 	check func(ds *appsv1.DaemonSet, env *Env, params any) []Finding
+	// newConfig returns the rule's part of the built-in policy, typed with
+	// the rule's own parameters.
+	newConfig func() ruleConfig
 	// reportedTaints, when set, returns the taints whose skipped nodes the
 	// rule's own findings already name for ds; see Env.ReportedTaints.
 	reportedTaints func(ds *appsv1.DaemonSet, params any) []corev1.Taint
@@ -44,12 +47,23 @@ type ParamDoc struct {
 	Description string
 }
 
-// newRule binds a check over typed parameters to a rule's description. The
-// type assertion here is the only place parameters are untyped: the policy
-// compiler hands each rule the parameters decoded from its own config field.
-func newRule[P any](r Rule, check func(ds *appsv1.DaemonSet, env *Env, p *P) []Finding) *Rule {
+// newRule binds a check over typed parameters to a rule's description.
+// defaults returns fresh default parameters (nil: the zero value). The
+// registry decodes the rule's "parameters" in the policy into P, over the
+// defaults, so a rule is declared in one place. The type assertion here is
+// the only place parameters are untyped: the policy compiler hands each rule
+// the parameters decoded for it.
+func newRule[P any](r Rule, defaults func() P, check func(ds *appsv1.DaemonSet, env *Env, p *P) []Finding) *Rule {
 	r.check = func(ds *appsv1.DaemonSet, env *Env, params any) []Finding {
 		return check(ds, env, params.(*P))
+	}
+	action := r.DefaultAction
+	r.newConfig = func() ruleConfig {
+		c := &RuleConfig[P]{RuleOptions: RuleOptions{Action: action}}
+		if defaults != nil {
+			c.Parameters = defaults()
+		}
+		return c
 	}
 	return &r
 }
@@ -99,8 +113,8 @@ func (r *Rule) wellFormed() error {
 		return fmt.Errorf("rule %s: remediation must be a sentence ending with a period", r.ID)
 	case !r.DefaultAction.Valid():
 		return fmt.Errorf("rule %s: invalid default action %q", r.ID, r.DefaultAction)
-	case r.check == nil:
-		return fmt.Errorf("rule %s: no check function", r.ID)
+	case r.check == nil || r.newConfig == nil:
+		return fmt.Errorf("rule %s: not made by newRule", r.ID)
 	}
 	return nil
 }

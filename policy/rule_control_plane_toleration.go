@@ -79,7 +79,7 @@ var controlPlaneTolerationRule = withReportedTaints(newRule(Rule{
 		Default:     "[{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
 		Description: "Taints every DaemonSet must tolerate. Effect is NoSchedule or NoExecute.",
 	}},
-}, checkControlPlaneToleration), reportedTaints)
+}, defaultControlPlaneTolerationParams, checkControlPlaneToleration), reportedTaints)
 
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlaneTolerationParams) []Finding {
 	untolerated := untoleratedRequiredTaints(&ds.Spec.Template.Spec, p)

@@ -334,8 +334,8 @@ func TestControlPlaneTolerationParams_Validate(t *testing.T) {
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Rules.ControlPlaneToleration.Parameters.Taints = []TaintConfig{{Key: cpKey, Effect: corev1.TaintEffectPreferNoSchedule}}
+		cfg := Rules().DefaultConfig()
+		RuleConfigOf[ControlPlaneTolerationParams](cfg, controlPlaneTolerationID).Parameters.Taints = []TaintConfig{{Key: cpKey, Effect: corev1.TaintEffectPreferNoSchedule}}
 		compileErr(t, cfg, "rules.control-plane-toleration.parameters.taints[0].effect")
 	})
 }
@@ -409,8 +409,8 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 
 	t.Run("Evaluate: deny with the taint present, warn without", func(t *testing.T) {
 		ds := newDS(withTolerations())
-		present := findingsOf(Evaluate(ds, Env{Now: testNow, Nodes: snapshotOf(controlPlaneNode("cp-1"), workers)}), controlPlaneTolerationID)
-		absent := findingsOf(Evaluate(ds, Env{Now: testNow, Nodes: snapshotOf(workers)}), controlPlaneTolerationID)
+		present := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow, Nodes: snapshotOf(controlPlaneNode("cp-1"), workers)}), controlPlaneTolerationID)
+		absent := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow, Nodes: snapshotOf(workers)}), controlPlaneTolerationID)
 		if len(present) != 1 || present[0].Action != ActionDeny {
 			t.Errorf("taint present:\n%s", describeFindings(present))
 		}

@@ -53,7 +53,7 @@ var hostPathReadOnlyRule = newRule(Rule{
 		Name: "allowWritable", Type: "list of absolute paths", Default: "[]",
 		Description: "Host directories (and what lies below them) that may be mounted writable.",
 	}},
-}, checkHostPathReadOnly)
+}, nil, checkHostPathReadOnly)
 
 func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *Env, p *HostPathReadOnlyParams) []Finding {
 	spec := &ds.Spec.Template.Spec

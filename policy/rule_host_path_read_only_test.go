@@ -118,8 +118,8 @@ func TestHostPathReadOnlyParams_Validate(t *testing.T) {
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Rules.HostPathReadOnly.Parameters.AllowWritable = []string{"etc/cni"}
+		cfg := Rules().DefaultConfig()
+		RuleConfigOf[HostPathReadOnlyParams](cfg, hostPathReadOnlyID).Parameters.AllowWritable = []string{"etc/cni"}
 		compileErr(t, cfg, "rules.host-path-read-only.parameters.allowWritable[0]")
 	})
 }

@@ -28,7 +28,7 @@ var imagePinnedRule = newRule(Rule{
 		Name: "requireDigest", Type: "boolean", Default: "false",
 		Description: "Also flag images pinned by tag only; require a digest.",
 	}},
-}, checkImagePinned)
+}, nil, checkImagePinned)
 
 func checkImagePinned(ds *appsv1.DaemonSet, _ *Env, p *ImagePinnedParams) []Finding {
 	var out []Finding

@@ -23,7 +23,7 @@ var invalidAnnotationRule = newRule(Rule{
 		"exemption, and check the rule ID after exempt.dsguard.io/.",
 	DefaultAction: ActionWarn,
 	Exemptible:    false,
-}, checkInvalidAnnotation)
+}, nil, checkInvalidAnnotation)
 
 func checkInvalidAnnotation(ds *appsv1.DaemonSet, env *Env, _ *NoParams) []Finding {
 	var out []Finding

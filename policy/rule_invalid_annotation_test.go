@@ -15,8 +15,8 @@ const (
 func annotationField(key string) string { return "metadata.annotations[" + key + "]" }
 
 func TestCheckInvalidAnnotation(t *testing.T) {
-	noPrivilegedExemptions := DefaultConfig()
-	noPrivilegedExemptions.Rules.Privileged.AllowExemptions = new(false)
+	noPrivilegedExemptions := Rules().DefaultConfig()
+	RuleConfigOf[NoParams](noPrivilegedExemptions, privilegedID).AllowExemptions = new(false)
 	forbidding, err := Compile(noPrivilegedExemptions)
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +107,8 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 // rule's findings into audit records, an invalid one leaves them standing and
 // is reported itself.
 func TestEvaluate_Exemptions(t *testing.T) {
-	noCPExemptions := DefaultConfig()
-	noCPExemptions.Rules.ControlPlaneToleration.AllowExemptions = new(false)
+	noCPExemptions := Rules().DefaultConfig()
+	RuleConfigOf[ControlPlaneTolerationParams](noCPExemptions, controlPlaneTolerationID).AllowExemptions = new(false)
 	forbidding, err := Compile(noCPExemptions)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +130,9 @@ func TestEvaluate_Exemptions(t *testing.T) {
 		{name: "forbidden by the policy", value: reason, policy: forbidding, wantAction: ActionDeny, wantInvalid: "the policy forbids"},
 	}
 	for _, tt := range tests {
+		if tt.policy == nil {
+			tt.policy = Rules().Default()
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			ds := newDS(withTolerations(), withAnnotation(exemptCP, tt.value))
 			fs := Evaluate(ds, Env{Policy: tt.policy, Now: testNow})
@@ -167,7 +170,7 @@ func TestEvaluate_Exemptions(t *testing.T) {
 			withInitContainer(corev1.Container{Name: "install", Image: "example/install:v1",
 				SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}),
 		)
-		fs := Evaluate(ds, Env{Now: testNow})
+		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow})
 		priv := findingsOf(fs, privilegedID)
 		if len(priv) != 2 {
 			t.Fatalf("want two %s findings, got:\n%s", privilegedID, describeFindings(fs))
@@ -185,7 +188,7 @@ func TestEvaluate_Exemptions(t *testing.T) {
 
 	t.Run("invalid-annotation cannot exempt itself", func(t *testing.T) {
 		ds := newDS(withAnnotation(ExemptionAnnotationPrefix+invalidAnnotationID, "quiet please"))
-		fs := findingsOf(Evaluate(ds, Env{Now: testNow}), invalidAnnotationID)
+		fs := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow}), invalidAnnotationID)
 		if len(fs) != 1 || fs[0].Action != ActionWarn || fs[0].Exempted != "" {
 			t.Errorf("want one unexempted warn, got:\n%s", describeFindings(fs))
 		}

@@ -47,7 +47,7 @@ var maxUnavailableRule = newRule(Rule{
 		{Name: "maxCount", Type: "integer", Default: "0 (no cap)",
 			Description: "Largest absolute maxUnavailable allowed."},
 	},
-}, checkMaxUnavailable)
+}, defaultMaxUnavailableParams, checkMaxUnavailable)
 
 func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams) []Finding {
 	if !isRollingUpdate(ds) {

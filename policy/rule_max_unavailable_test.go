@@ -131,8 +131,8 @@ func TestMaxUnavailableParams_Validate(t *testing.T) {
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Rules.MaxUnavailable.Parameters.MaxCount = -1
+		cfg := Rules().DefaultConfig()
+		RuleConfigOf[MaxUnavailableParams](cfg, maxUnavailableID).Parameters.MaxCount = -1
 		compileErr(t, cfg, "rules.max-unavailable.parameters.maxCount")
 	})
 }

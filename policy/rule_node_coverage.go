@@ -74,7 +74,7 @@ var nodeCoverageRule = newRule(Rule{
 			Description: "Coverage floors: in matching namespaces (globs, first match wins), a DaemonSet must cover at " +
 				"least percent of the nodes of its OS and architecture; action (default warn) applies below it."},
 	},
-}, checkNodeCoverage)
+}, defaultNodeCoverageParams, checkNodeCoverage)
 
 // nodesNamed is how many node names a message lists before "and N more".
 const nodesNamed = 5

@@ -148,7 +148,7 @@ func TestCheckNodeCoverage(t *testing.T) {
 // and returns the findings of one rule.
 func evalRule(t *testing.T, cfg *Config, ds *appsv1.DaemonSet, nodes *NodeSnapshot, ruleID string) []Finding {
 	t.Helper()
-	env := Env{Now: testNow, Nodes: nodes}
+	env := Env{Policy: Rules().Default(), Now: testNow, Nodes: nodes}
 	if cfg != nil {
 		p, err := Compile(cfg)
 		if err != nil {
@@ -164,7 +164,7 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 	withCP := "skips 3 of 7 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2); taint " + cpTaint + " not tolerated (cp-1)"
 	onlyGPU := "skips 2 of 7 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2)"
 	config := func(change func(*Config)) *Config {
-		c := DefaultConfig()
+		c := Rules().DefaultConfig()
 		change(c)
 		return c
 	}
@@ -178,45 +178,55 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 		{name: "partial gap: warn", ds: newDS(withTolerations()),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration off: the control-plane gap is node-coverage's",
-			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionOff }),
-			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+			cfg: config(func(c *Config) {
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionOff
+			}),
+			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration at audit still reports it",
-			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionAudit }),
-			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+			cfg: config(func(c *Config) {
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionAudit
+			}),
+			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration out of scope by namespace",
-			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Scope.Namespaces.Exclude = []string{"mon*"} }),
-			ds:  newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+			cfg: config(func(c *Config) {
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Namespaces.Exclude = []string{"mon*"}
+			}),
+			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration out of scope by label",
 			cfg: config(func(c *Config) {
-				c.Rules.ControlPlaneToleration.Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
 			}),
 			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration in scope by label",
 			cfg: config(func(c *Config) {
-				c.Rules.ControlPlaneToleration.Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
 			}),
 			ds:   newDS(withTolerations(), func(ds *appsv1.DaemonSet) { ds.Labels["tier"] = "node" }),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration scoped to default covers a DaemonSet that names no namespace",
-			cfg:  config(func(c *Config) { c.Rules.ControlPlaneToleration.Scope.Namespaces.Include = []string{"default"} }),
+			cfg: config(func(c *Config) {
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Namespaces.Include = []string{"default"}
+			}),
 			ds:   newDS(withTolerations(), withNamespace("")),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "only the control-plane gap, rule active: nothing from node-coverage", ds: newDS(withTolerations(), tolerateGPU)},
 		{name: "only the control-plane gap, rule off",
-			cfg: config(func(c *Config) { c.Rules.ControlPlaneToleration.Action = ActionOff }),
-			ds:  newDS(withTolerations(), tolerateGPU),
+			cfg: config(func(c *Config) {
+				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionOff
+			}),
+			ds: newDS(withTolerations(), tolerateGPU),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
 				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
 
 		{name: "zero coverage: deny", ds: newDS(withTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionDeny, prefix: "runs on no node: its selectors pick 2 nodes"}}},
 		{name: "zero coverage, denyAtZero false: warn",
-			cfg:  config(func(c *Config) { c.Rules.NodeCoverage.Parameters.DenyAtZero = false }),
+			cfg:  config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Parameters.DenyAtZero = false }),
 			ds:   newDS(withTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
 		{name: "zero coverage in kube-system: warn", ds: newDS(withTolerations(), onGPUPool, withNamespace("kube-system")),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
-		{name: "zero coverage, rule at warn", cfg: config(func(c *Config) { c.Rules.NodeCoverage.Action = ActionWarn }),
+		{name: "zero coverage, rule at warn", cfg: config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Action = ActionWarn }),
 			ds:   newDS(withTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node"}}},
 		{name: "zero coverage, exempted: audit",
@@ -229,7 +239,7 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
 				prefix: "skips 2 of 7 nodes, as intended (GPU nodes run their own agent): "}}},
 		{name: "empty node set: nothing", ds: newDS(withTolerations(), onGPUPool), nodes: snapshotOf()},
-		{name: "node-coverage off", cfg: config(func(c *Config) { c.Rules.NodeCoverage.Action = ActionOff }),
+		{name: "node-coverage off", cfg: config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Action = ActionOff }),
 			ds: newDS(withTolerations(), onGPUPool)},
 	}
 	for _, tt := range tests {
@@ -243,13 +253,13 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 	}
 
 	t.Run("without nodes the rule is skipped", func(t *testing.T) {
-		if fs := findingsOf(Evaluate(newDS(withTolerations(), onGPUPool), Env{Now: testNow}), nodeCoverageID); len(fs) > 0 {
+		if fs := findingsOf(Evaluate(newDS(withTolerations(), onGPUPool), Env{Policy: Rules().Default(), Now: testNow}), nodeCoverageID); len(fs) > 0 {
 			t.Errorf("got\n%s", describeFindings(fs))
 		}
 	})
 
 	t.Run("control-plane-toleration names the node node-coverage leaves out", func(t *testing.T) {
-		fs := Evaluate(newDS(withTolerations()), Env{Now: testNow, Nodes: cluster})
+		fs := Evaluate(newDS(withTolerations()), Env{Policy: Rules().Default(), Now: testNow, Nodes: cluster})
 		assertFindings(t, findingsOf(fs, controlPlaneTolerationID), []wantFinding{{field: tolerationsField, action: ActionDeny,
 			msg: []string{"skips cp-1 (1 of 7 nodes)"}}})
 	})
@@ -269,11 +279,11 @@ func TestEvaluate_MinCoverage(t *testing.T) {
 			prefix: "covers 4 of 6 nodes (66%), below the " + percent + " required in namespace " + namespace}
 	}
 	floors := func(ruleAction Action, mcs ...MinCoverageConfig) *Config {
-		c := DefaultConfig()
+		c := Rules().DefaultConfig()
 		if ruleAction != "" {
-			c.Rules.NodeCoverage.Action = ruleAction
+			RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Action = ruleAction
 		}
-		c.Rules.NodeCoverage.Parameters.MinCoverage = mcs
+		RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Parameters.MinCoverage = mcs
 		return c
 	}
 	tests := []struct {
@@ -396,13 +406,13 @@ func TestNodeCoverageParams_Validate(t *testing.T) {
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Rules.NodeCoverage.Parameters.MinCoverage = []MinCoverageConfig{{Namespaces: []string{"*"}, Percent: 0}}
+		cfg := Rules().DefaultConfig()
+		RuleConfigOf[NodeCoverageParams](cfg, nodeCoverageID).Parameters.MinCoverage = []MinCoverageConfig{{Namespaces: []string{"*"}, Percent: 0}}
 		compileErr(t, cfg, "rules.node-coverage.parameters.minCoverage[0].percent")
 	})
 
 	t.Run("parsed from YAML", func(t *testing.T) {
-		cfg, err := ParseConfig([]byte(`apiVersion: dsguard.io/v1alpha1
+		cfg, err := Rules().ParseConfig([]byte(`apiVersion: dsguard.io/v1alpha1
 kind: PolicyConfig
 rules:
   node-coverage:
@@ -416,12 +426,12 @@ rules:
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := cfg.Rules.NodeCoverage.Parameters
+		got := RuleConfigOf[NodeCoverageParams](cfg, nodeCoverageID).Parameters
 		if got.DenyAtZero || len(got.MinCoverage) != 1 || got.MinCoverage[0].Percent != 95 ||
 			got.MinCoverage[0].Action != ActionDeny || len(got.MinCoverage[0].Namespaces) != 2 {
 			t.Errorf("parsed %+v", got)
 		}
-		if _, err := ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  node-coverage:\n    parameters:\n      minCoverage: [{namespaces: [x], percent: 150}]\n")); err == nil {
+		if _, err := Rules().ParseConfig([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  node-coverage:\n    parameters:\n      minCoverage: [{namespaces: [x], percent: 150}]\n")); err == nil {
 			t.Errorf("percent 150 accepted")
 		}
 	})

@@ -17,7 +17,7 @@ var privilegedRule = newRule(Rule{
 		"(for example NET_ADMIN or SYS_PTRACE).",
 	DefaultAction: ActionWarn,
 	Exemptible:    true,
-}, checkPrivileged)
+}, nil, checkPrivileged)
 
 func checkPrivileged(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	var out []Finding

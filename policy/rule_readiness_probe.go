@@ -17,7 +17,7 @@ var readinessProbeRule = newRule(Rule{
 	Remediation:   "Add a readinessProbe to every container (an HTTP health endpoint, a TCP port or an exec check).",
 	DefaultAction: ActionWarn,
 	Exemptible:    true,
-}, checkReadinessProbe)
+}, nil, checkReadinessProbe)
 
 func checkReadinessProbe(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	var out []Finding

@@ -22,7 +22,7 @@ var surgeHostPortRule = newRule(Rule{
 		"or stop binding host ports.",
 	DefaultAction: ActionDeny,
 	Exemptible:    true,
-}, checkSurgeHostPort)
+}, nil, checkSurgeHostPort)
 
 func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	ru := ds.Spec.UpdateStrategy.RollingUpdate

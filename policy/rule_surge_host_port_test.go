@@ -151,7 +151,7 @@ func TestEvaluate_SurgeHostPortWarnCap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := findingsOf(Evaluate(tt.ds, Env{Now: testNow}), surgeHostPortID)
+			fs := findingsOf(Evaluate(tt.ds, Env{Policy: Rules().Default(), Now: testNow}), surgeHostPortID)
 			if tt.want == "" {
 				if len(fs) > 0 {
 					t.Fatalf("want no finding, got:\n%s", describeFindings(fs))

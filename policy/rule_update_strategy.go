@@ -15,7 +15,7 @@ var updateStrategyRule = newRule(Rule{
 	Remediation:   "Use updateStrategy type RollingUpdate with a small maxUnavailable.",
 	DefaultAction: ActionWarn,
 	Exemptible:    true,
-}, checkUpdateStrategy)
+}, nil, checkUpdateStrategy)
 
 func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {

@@ -60,15 +60,16 @@ func ValidateConfig(c *Config) field.ErrorList {
 		}
 	}
 	rulesPath := field.NewPath("rules")
-	for _, e := range c.Rules.entries() {
-		errs = append(errs, validateRuleConfig(e.cfg, rulesPath.Child(e.id))...)
+	for _, r := range c.Rules.rules() {
+		errs = append(errs, validateRuleConfig(c.Rules.byID[r.ID], rulesPath.Child(r.ID))...)
 	}
 	return errs
 }
 
 func validateRuleConfig(rc ruleConfig, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	action, scope, _ := rc.common()
+	o := rc.options()
+	action, scope := o.Action, &o.Scope
 	if !action.Valid() {
 		errs = append(errs, field.NotSupported(p.Child("action"), action, stringsOf(Actions)))
 	}

@@ -76,7 +76,7 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 			field.Required(keyPath, "the dsguard policy (a PolicyConfig YAML document)"),
 		})
 	}
-	if _, err := policy.Parse([]byte(data)); err != nil {
+	if _, err := policy.Rules().Parse([]byte(data)); err != nil {
 		var errs field.ErrorList
 		if ce, ok := err.(*policy.ConfigError); ok {
 			for _, p := range ce.Problems {

@@ -149,7 +149,7 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 		if err != nil {
 			return nil, err
 		}
-		p, err := policy.Parse(data)
+		p, err := policy.Rules().Parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.configFile, err)
 		}
@@ -159,11 +159,11 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 	err := c.Get(ctx, types.NamespacedName{Namespace: o.dsguardNamespace, Name: "dsguard-policy"}, &cm)
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		return policy.Default(), nil
+		return policy.Rules().Default(), nil
 	case err != nil:
 		return nil, err
 	}
-	p, err := policy.Parse([]byte(cm.Data["policy.yaml"]))
+	p, err := policy.Rules().Parse([]byte(cm.Data["policy.yaml"]))
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/dsguard-policy: %w", o.dsguardNamespace, err)
 	}

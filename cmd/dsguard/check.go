@@ -39,13 +39,13 @@ func newCheckCommand() *cobra.Command {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("unknown output format %q (want text or json)", output)
 			}
-			pol := policy.Default()
+			pol := policy.Rules().Default()
 			if configFile != "" {
 				data, err := os.ReadFile(configFile)
 				if err != nil {
 					return err
 				}
-				if pol, err = policy.Parse(data); err != nil {
+				if pol, err = policy.Rules().Parse(data); err != nil {
 					return fmt.Errorf("%s: %w", configFile, err)
 				}
 			}

@@ -18,9 +18,9 @@ func newRulesCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
 			case "text":
-				return policy.WriteCatalogueText(cmd.OutOrStdout())
+				return policy.Rules().WriteCatalogueText(cmd.OutOrStdout())
 			case "markdown":
-				return policy.WriteCatalogueMarkdown(cmd.OutOrStdout())
+				return policy.Rules().WriteCatalogueMarkdown(cmd.OutOrStdout())
 			}
 			return fmt.Errorf("unknown output format %q (want text or markdown)", output)
 		},

@@ -43,7 +43,7 @@ func BenchmarkAudit(b *testing.B) {
 		}
 		dss = append(dss, ds)
 	}
-	pol := policy.Default()
+	pol := policy.Rules().Default()
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -252,7 +252,7 @@ func TestTemplate_PolicyParsesInDsguard(t *testing.T) {
 				t.Fatalf("want one ConfigMap dsguard-policy labelled dsguard.io/policy=true, got %v", cms)
 			}
 			doc, _ := get(cms[0], "data", "policy.yaml").(string)
-			if _, err := policy.ParseConfig([]byte(doc)); err != nil {
+			if _, err := policy.Rules().ParseConfig([]byte(doc)); err != nil {
 				t.Errorf("the rendered policy is refused by dsguard: %v\n%s", err, doc)
 			}
 		})

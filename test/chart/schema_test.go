@@ -256,11 +256,11 @@ func TestSchema_AcceptsTheExamplePolicy(t *testing.T) {
 		}
 		objs := objects(t, e.template(t, h, "--values", file, "--show-only", "templates/policy-configmap.yaml"))
 		rendered, _ := get(objs[0], "data", "policy.yaml").(string)
-		cfg, err := policy.ParseConfig([]byte(rendered))
+		cfg, err := policy.Rules().ParseConfig([]byte(rendered))
 		if err != nil {
 			t.Fatalf("%s: dsguard refuses the rendered example policy: %v", h.name, err)
 		}
-		want, err := policy.ParseConfig(example)
+		want, err := policy.Rules().ParseConfig(example)
 		if err != nil {
 			t.Fatal(err)
 		}
