@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 // BenchmarkEvaluate measures one admission verdict against the default
@@ -31,5 +35,22 @@ func BenchmarkEvaluate(b *testing.B) {
 				Evaluate(c.ds, env)
 			}
 		})
+	}
+}
+
+// BenchmarkEvaluateWithNodes is one admission verdict under the default
+// policy with the live nodes: the prediction plus every rule.
+func BenchmarkEvaluateWithNodes(b *testing.B) {
+	for _, n := range testobj.BenchSizes {
+		nodes := coverage.NewNodeSnapshot(testobj.CloudNodes(n))
+		for _, c := range testobj.BenchDaemonSets() {
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.Name), func(b *testing.B) {
+				env := Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: nodes}
+				b.ReportAllocs()
+				for b.Loop() {
+					Evaluate(c.DS, env)
+				}
+			})
+		}
 	}
 }

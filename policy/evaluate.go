@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 // Env is everything a verdict depends on besides the DaemonSet itself.
@@ -16,7 +18,7 @@ type Env struct {
 	Now time.Time
 	// Nodes is the cluster's node set, or nil when it is not known (offline
 	// check without --nodes); rules that need nodes are skipped then.
-	Nodes *NodeSnapshot
+	Nodes *coverage.NodeSnapshot
 
 	// predicted caches the last prediction, shared by the rules that read
 	// it, with the DaemonSet and node snapshot it was made for.
@@ -26,8 +28,8 @@ type Env struct {
 // predicted is a prediction and what it was made for.
 type predicted struct {
 	ds       *appsv1.DaemonSet
-	nodes    *NodeSnapshot
-	coverage *Coverage
+	nodes    *coverage.NodeSnapshot
+	coverage *coverage.Coverage
 }
 
 // Coverage returns the predicted coverage of ds on env.Nodes; nil when the
@@ -36,12 +38,12 @@ type predicted struct {
 // a caller that asked before Evaluate (whose copy of env carries it along),
 // share one. DaemonSets are only read, so the same pointer means the same
 // object.
-func (env *Env) Coverage(ds *appsv1.DaemonSet) *Coverage {
+func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
 	if env.Nodes == nil {
 		return nil
 	}
 	if c := &env.predicted; c.coverage == nil || c.ds != ds || c.nodes != env.Nodes {
-		cov := PredictCoverage(ds, env.Nodes)
+		cov := coverage.Predict(ds, env.Nodes)
 		*c = predicted{ds: ds, nodes: env.Nodes, coverage: &cov}
 	}
 	return env.predicted.coverage

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 // sampleDaemonSet returns a DaemonSet that every built-in rule accepts: it
@@ -705,11 +707,11 @@ func TestActionWeaker(t *testing.T) {
 // Env serves only the DaemonSet and the snapshot it was made for: reusing one
 // Env for another DaemonSet or other nodes predicts again.
 func TestEnvCoverage_KeyedOnDaemonSetAndNodes(t *testing.T) {
-	gpu := newNode("gpu-1", nodeTaints(noSchedule("gpu")))
-	workers := poolNodes("worker", 2)
+	gpu := testobj.Node("gpu-1", testobj.NodeTaints(testobj.NoSchedule("gpu")))
+	workers := testobj.PoolNodes("worker", 2)
 	env := nodeEnv(snapshotOf(gpu, workers))
-	intolerant := newDS(withTolerations())
-	tolerant := newDS(withTolerations(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists}))
+	intolerant := testobj.DS(testobj.WithTolerations())
+	tolerant := testobj.DS(testobj.WithTolerations(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists}))
 
 	if got := env.Coverage(intolerant).Eligible; got != 2 {
 		t.Fatalf("without the toleration: eligible = %d, want 2", got)

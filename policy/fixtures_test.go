@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 // fixturesDir holds one folder per rule, each with allowed/ and denied/
@@ -49,7 +52,7 @@ func TestRuleFixtures(t *testing.T) {
 			t.Fatalf("rule %s has action %q in the all-deny policy", r.ID, a)
 		}
 	}
-	env := Env{Policy: p, Now: testNow}
+	env := Env{Policy: p, Now: testobj.Now}
 
 	dirs, err := os.ReadDir(fixturesDir)
 	if err != nil {
@@ -96,7 +99,7 @@ func TestRuleFixtures(t *testing.T) {
 // readFixtureNodes reads testdata/rules/<rule-id>/nodes.yaml, in the form of
 // `kubectl get nodes -o yaml`, when the folder has one; rules that need nodes
 // must have it.
-func readFixtureNodes(t *testing.T, r *Rule) *NodeSnapshot {
+func readFixtureNodes(t *testing.T, r *Rule) *coverage.NodeSnapshot {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))
 	if os.IsNotExist(err) && !r.NeedsNodes {
@@ -113,7 +116,7 @@ func readFixtureNodes(t *testing.T, r *Rule) *NodeSnapshot {
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
 	}
-	return NewNodeSnapshot(nodes)
+	return coverage.NewNodeSnapshot(nodes)
 }
 
 // readFixture decodes one manifest strictly (an unknown or misspelt field is

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 const controlPlaneTolerationID = "control-plane-toleration"
@@ -135,7 +137,7 @@ func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationPa
 			continue
 		}
 		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
-		if !toleratedByDaemonPod(spec, &taint) {
+		if !coverage.ToleratedByDaemonPod(spec, &taint) {
 			out = append(out, t)
 		}
 	}
@@ -143,11 +145,11 @@ func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationPa
 }
 
 // nodesSkippedFor returns the nodes the prediction skips for one of taints.
-func nodesSkippedFor(cov *Coverage, taints []TaintConfig) []string {
+func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig) []string {
 	patterns := taintsOf(taints)
 	var out []string
 	for _, s := range cov.Skips {
-		if s.Kind == SkipTaint && matchesAnyTaint(patterns, s.Taint) {
+		if s.Kind == coverage.SkipTaint && matchesAnyTaint(patterns, s.Taint) {
 			out = append(out, s.Nodes...)
 		}
 	}
@@ -199,7 +201,7 @@ func tolerationHint(taints []TaintConfig, missing []string) string {
 // way out; NotIn or DoesNotExist on it steers clear of them deliberately.
 func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
 	for k := range spec.NodeSelector {
-		if !isOSArchLabel(k) && k != taintKey {
+		if !coverage.IsOSArchLabel(k) && k != taintKey {
 			return true
 		}
 	}
@@ -227,7 +229,7 @@ func termNarrows(term *corev1.NodeSelectorTerm, taintKey string) bool {
 	}
 	for _, req := range term.MatchExpressions {
 		switch {
-		case isOSArchLabel(req.Key):
+		case coverage.IsOSArchLabel(req.Key):
 		case req.Key == taintKey && (req.Operator == corev1.NodeSelectorOpIn || req.Operator == corev1.NodeSelectorOpExists):
 		default:
 			return true

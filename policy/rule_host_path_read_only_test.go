@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckHostPathReadOnly(t *testing.T) {
@@ -32,49 +34,49 @@ func TestCheckHostPathReadOnly(t *testing.T) {
 		params HostPathReadOnlyParams
 		want   []wantFinding
 	}{
-		{name: "no volumes", ds: newDS()},
-		{name: "writable hostPath", ds: newDS(withVolume(hostPathVolume("varlog", "/var/log")), withAgent(mount(rw("varlog", "/host/var/log")))),
+		{name: "no volumes", ds: testobj.DS()},
+		{name: "writable hostPath", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("varlog", "/var/log")), testobj.WithAgent(mount(rw("varlog", "/host/var/log")))),
 			want: []wantFinding{writable("spec.template.spec.containers[0].volumeMounts[0].readOnly", `container "agent"`, "/var/log")}},
-		{name: "read-only hostPath", ds: newDS(withVolume(hostPathVolume("varlog", "/var/log")), withAgent(mount(ro("varlog", "/host/var/log"))))},
-		{name: "hostPath volume never mounted", ds: newDS(withVolume(hostPathVolume("varlog", "/var/log")))},
-		{name: "writable emptyDir", ds: newDS(
-			withVolume(corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
-			withAgent(mount(rw("tmp", "/tmp"))))},
-		{name: "second mount is the writable hostPath", ds: newDS(
-			withVolume(corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		{name: "read-only hostPath", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("varlog", "/var/log")), testobj.WithAgent(mount(ro("varlog", "/host/var/log"))))},
+		{name: "hostPath volume never mounted", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("varlog", "/var/log")))},
+		{name: "writable emptyDir", ds: testobj.DS(
+			testobj.WithVolume(corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
+			testobj.WithAgent(mount(rw("tmp", "/tmp"))))},
+		{name: "second mount is the writable hostPath", ds: testobj.DS(
+			testobj.WithVolume(corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "agent-config"}}}}),
-			withVolume(hostPathVolume("proc", "/proc")),
-			withAgent(mount(rw("config", "/etc/agent"), rw("proc", "/host/proc")))),
+			testobj.WithVolume(testobj.HostPathVolume("proc", "/proc")),
+			testobj.WithAgent(mount(rw("config", "/etc/agent"), rw("proc", "/host/proc")))),
 			want: []wantFinding{writable("spec.template.spec.containers[0].volumeMounts[1].readOnly", `container "agent"`, "/proc")}},
-		{name: "init container", ds: newDS(withVolume(hostPathVolume("cni-bin", "/opt/cni/bin")), withInitContainer(installCNI)),
+		{name: "init container", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cni-bin", "/opt/cni/bin")), testobj.WithInitContainer(installCNI)),
 			want: []wantFinding{writable("spec.template.spec.initContainers[0].volumeMounts[0].readOnly", `init container "install-cni"`, "/opt/cni/bin")}},
-		{name: "same volume in two containers", ds: newDS(withVolume(hostPathVolume("cni-bin", "/opt/cni/bin")), withInitContainer(installCNI),
-			withAgent(mount(ro("cni-bin", "/host/opt/cni/bin"))),
-			withContainer(corev1.Container{Name: "watcher", Image: "example/watcher:v1", VolumeMounts: []corev1.VolumeMount{rw("cni-bin", "/bin-dir")}})),
+		{name: "same volume in two containers", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cni-bin", "/opt/cni/bin")), testobj.WithInitContainer(installCNI),
+			testobj.WithAgent(mount(ro("cni-bin", "/host/opt/cni/bin"))),
+			testobj.WithContainer(corev1.Container{Name: "watcher", Image: "example/watcher:v1", VolumeMounts: []corev1.VolumeMount{rw("cni-bin", "/bin-dir")}})),
 			want: []wantFinding{
 				writable("spec.template.spec.initContainers[0].volumeMounts[0].readOnly", `init container "install-cni"`, "/opt/cni/bin"),
 				writable("spec.template.spec.containers[1].volumeMounts[0].readOnly", `container "watcher"`, "/opt/cni/bin"),
 			}},
-		{name: "sidecar", ds: newDS(withVolume(hostPathVolume("run", "/run/agent")),
-			withInitContainer(sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2", VolumeMounts: []corev1.VolumeMount{rw("run", "/run/agent")}}))),
+		{name: "sidecar", ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("run", "/run/agent")),
+			testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2", VolumeMounts: []corev1.VolumeMount{rw("run", "/run/agent")}}))),
 			want: []wantFinding{writable("spec.template.spec.initContainers[0].volumeMounts[0].readOnly", `sidecar "proxy"`, "/run/agent")}},
 		{name: "allowWritable covers a subdirectory", params: cni,
-			ds: newDS(withVolume(hostPathVolume("cni-conf", "/etc/cni/net.d")), withAgent(mount(rw("cni-conf", "/host/etc/cni/net.d"))))},
+			ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cni-conf", "/etc/cni/net.d")), testobj.WithAgent(mount(rw("cni-conf", "/host/etc/cni/net.d"))))},
 		{name: "allowWritable covers the directory itself", params: cni,
-			ds: newDS(withVolume(hostPathVolume("cni", "/etc/cni/")), withAgent(mount(rw("cni", "/host/etc/cni"))))},
+			ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cni", "/etc/cni/")), testobj.WithAgent(mount(rw("cni", "/host/etc/cni"))))},
 		{name: "allowWritable is not a string prefix", params: cni,
-			ds:   newDS(withVolume(hostPathVolume("cnix", "/etc/cnix")), withAgent(mount(rw("cnix", "/host/etc/cnix")))),
+			ds:   testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cnix", "/etc/cnix")), testobj.WithAgent(mount(rw("cnix", "/host/etc/cnix")))),
 			want: []wantFinding{writable("spec.template.spec.containers[0].volumeMounts[0].readOnly", `container "agent"`, "/etc/cnix")}},
 		{name: "allowWritable does not cover the parent", params: cni,
-			ds:   newDS(withVolume(hostPathVolume("etc", "/etc")), withAgent(mount(rw("etc", "/host/etc")))),
+			ds:   testobj.DS(testobj.WithVolume(testobj.HostPathVolume("etc", "/etc")), testobj.WithAgent(mount(rw("etc", "/host/etc")))),
 			want: []wantFinding{writable("spec.template.spec.containers[0].volumeMounts[0].readOnly", `container "agent"`, "/etc")}},
 		{name: "dot-dot does not escape allowWritable", params: cni,
-			ds:   newDS(withVolume(hostPathVolume("shadow", "/etc/cni/../shadow")), withAgent(mount(rw("shadow", "/host/shadow")))),
+			ds:   testobj.DS(testobj.WithVolume(testobj.HostPathVolume("shadow", "/etc/cni/../shadow")), testobj.WithAgent(mount(rw("shadow", "/host/shadow")))),
 			want: []wantFinding{writable("spec.template.spec.containers[0].volumeMounts[0].readOnly", `container "agent"`, "/etc/cni/../shadow")}},
 		{name: "allowWritable with a trailing slash", params: HostPathReadOnlyParams{AllowWritable: []string{"/etc/cni/"}},
-			ds: newDS(withVolume(hostPathVolume("cni-conf", "/etc/cni/net.d")), withAgent(mount(rw("cni-conf", "/host/etc/cni/net.d"))))},
+			ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("cni-conf", "/etc/cni/net.d")), testobj.WithAgent(mount(rw("cni-conf", "/host/etc/cni/net.d"))))},
 		{name: "allowWritable root allows everything", params: HostPathReadOnlyParams{AllowWritable: []string{"/"}},
-			ds: newDS(withVolume(hostPathVolume("root", "/")), withAgent(mount(rw("root", "/host"))))},
+			ds: testobj.DS(testobj.WithVolume(testobj.HostPathVolume("root", "/")), testobj.WithAgent(mount(rw("root", "/host"))))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +86,7 @@ func TestCheckHostPathReadOnly(t *testing.T) {
 }
 
 func TestCheckHostPathReadOnly_Remediation(t *testing.T) {
-	ds := newDS(withVolume(hostPathVolume("varlog", "/var/log")), withAgent(func(c *corev1.Container) {
+	ds := testobj.DS(testobj.WithVolume(testobj.HostPathVolume("varlog", "/var/log")), testobj.WithAgent(func(c *corev1.Container) {
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "varlog", MountPath: "/var/log"}}
 	}))
 	fs := checkHostPathReadOnly(ds, testEnv(), &HostPathReadOnlyParams{})

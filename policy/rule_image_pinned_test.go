@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckImagePinned(t *testing.T) {
@@ -44,7 +46,7 @@ func TestCheckImagePinned(t *testing.T) {
 			name += " requireDigest"
 		}
 		t.Run(name, func(t *testing.T) {
-			ds := newDS(withAgent(func(c *corev1.Container) { c.Image = tt.image }))
+			ds := testobj.DS(testobj.WithAgent(func(c *corev1.Container) { c.Image = tt.image }))
 			var want []wantFinding
 			if tt.want != "" {
 				want = []wantFinding{{field: "spec.template.spec.containers[0].image",
@@ -55,11 +57,11 @@ func TestCheckImagePinned(t *testing.T) {
 	}
 
 	t.Run("every container list, init containers first", func(t *testing.T) {
-		ds := newDS(
-			withAgent(func(c *corev1.Container) { c.Image = "example/agent:latest" }),
-			withContainer(corev1.Container{Name: "exporter", Image: "example/exporter:v1"}),
-			withInitContainer(corev1.Container{Name: "setup", Image: "example/setup"}),
-			withInitContainer(sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:latest"})),
+		ds := testobj.DS(
+			testobj.WithAgent(func(c *corev1.Container) { c.Image = "example/agent:latest" }),
+			testobj.WithContainer(corev1.Container{Name: "exporter", Image: "example/exporter:v1"}),
+			testobj.WithInitContainer(corev1.Container{Name: "setup", Image: "example/setup"}),
+			testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:latest"})),
 		)
 		assertFindings(t, checkImagePinned(ds, testEnv(), &ImagePinnedParams{}), []wantFinding{
 			{field: "spec.template.spec.initContainers[0].image", prefix: `init container "setup"`, msg: []string{untagged}},

@@ -5,6 +5,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 const (
@@ -91,7 +93,7 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 			if tt.policy != nil {
 				env.Policy = tt.policy
 			}
-			ds := newDS(func(ds *appsv1.DaemonSet) { ds.Annotations = tt.annotations })
+			ds := testobj.DS(func(ds *appsv1.DaemonSet) { ds.Annotations = tt.annotations })
 			// Map iteration order varies from run to run; the findings must not.
 			for range 20 {
 				assertFindings(t, checkInvalidAnnotation(ds, env, &NoParams{}), tt.want)
@@ -134,8 +136,8 @@ func TestEvaluate_Exemptions(t *testing.T) {
 			tt.policy = Rules().Default()
 		}
 		t.Run(tt.name, func(t *testing.T) {
-			ds := newDS(withTolerations(), withAnnotation(exemptCP, tt.value))
-			fs := Evaluate(ds, Env{Policy: tt.policy, Now: testNow})
+			ds := testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(exemptCP, tt.value))
+			fs := Evaluate(ds, Env{Policy: tt.policy, Now: testobj.Now})
 
 			cp := findingsOf(fs, controlPlaneTolerationID)
 			if len(cp) != 1 {
@@ -161,16 +163,16 @@ func TestEvaluate_Exemptions(t *testing.T) {
 	}
 
 	t.Run("exemption covers every finding of its rule only", func(t *testing.T) {
-		ds := newDS(
-			withAnnotation(exemptPrivileged, "the CNI installer writes iptables rules"),
-			withAgent(func(c *corev1.Container) {
+		ds := testobj.DS(
+			testobj.WithAnnotation(exemptPrivileged, "the CNI installer writes iptables rules"),
+			testobj.WithAgent(func(c *corev1.Container) {
 				c.SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 				c.Image = "example/agent"
 			}),
-			withInitContainer(corev1.Container{Name: "install", Image: "example/install:v1",
+			testobj.WithInitContainer(corev1.Container{Name: "install", Image: "example/install:v1",
 				SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}),
 		)
-		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow})
+		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now})
 		priv := findingsOf(fs, privilegedID)
 		if len(priv) != 2 {
 			t.Fatalf("want two %s findings, got:\n%s", privilegedID, describeFindings(fs))
@@ -187,8 +189,8 @@ func TestEvaluate_Exemptions(t *testing.T) {
 	})
 
 	t.Run("invalid-annotation cannot exempt itself", func(t *testing.T) {
-		ds := newDS(withAnnotation(ExemptionAnnotationPrefix+invalidAnnotationID, "quiet please"))
-		fs := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testNow}), invalidAnnotationID)
+		ds := testobj.DS(testobj.WithAnnotation(ExemptionAnnotationPrefix+invalidAnnotationID, "quiet please"))
+		fs := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now}), invalidAnnotationID)
 		if len(fs) != 1 || fs[0].Action != ActionWarn || fs[0].Exempted != "" {
 			t.Errorf("want one unexempted warn, got:\n%s", describeFindings(fs))
 		}

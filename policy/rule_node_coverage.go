@@ -6,6 +6,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 const nodeCoverageID = "node-coverage"
@@ -90,14 +92,14 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	// at all always is.
 	reported := env.ReportedTaints(ds)
 	all := cov.Gaps()
-	var gaps []Skip // those not reported elsewhere
+	var gaps []coverage.Skip // those not reported elsewhere
 	for _, s := range all {
 		if !matchesAnyTaint(reported, s.Taint) {
 			gaps = append(gaps, s)
 		}
 	}
 	// Every node the selectors pick is eligible or skipped for a taint.
-	selectorMatched := cov.Eligible + cov.Skipped(SkipTaint)
+	selectorMatched := cov.Eligible + cov.Skipped(coverage.SkipTaint)
 	reason, intended := intendedCoverage(ds.Annotations)
 	var out []Finding
 	switch {
@@ -124,13 +126,13 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 		out = append(out, Finding{
 			Action:  ActionAudit,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(nodesIn(gaps), cov.Total), reason, describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(coverage.NodesIn(gaps), cov.Total), reason, describeSkips(gaps)),
 		})
 	case len(gaps) > 0:
 		out = append(out, Finding{
 			Action:  ActionWarn,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s: %s", ofNodes(nodesIn(gaps), cov.Total), describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s: %s", ofNodes(coverage.NodesIn(gaps), cov.Total), describeSkips(gaps)),
 			Remediation: "tolerate these taints, or annotate the DaemonSet with coverage.dsguard.io/intended " +
 				"saying why it skips these nodes.",
 		})
@@ -141,14 +143,14 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	return out
 }
 
-func checkMinCoverage(ds *appsv1.DaemonSet, cov *Coverage, p *NodeCoverageParams) (Finding, bool) {
+func checkMinCoverage(ds *appsv1.DaemonSet, cov *coverage.Coverage, p *NodeCoverageParams) (Finding, bool) {
 	namespace := namespaceOf(ds)
 	for _, m := range p.MinCoverage {
 		if !matchAnyGlob(m.Namespaces, namespace) {
 			continue
 		}
 		// Nodes of another OS or architecture are intended skips.
-		relevant := cov.Total - cov.Skipped(SkipOSArch)
+		relevant := cov.Total - cov.Skipped(coverage.SkipOSArch)
 		if relevant == 0 || cov.Eligible*100 >= m.Percent*relevant {
 			return Finding{}, false
 		}
@@ -174,7 +176,7 @@ func ofNodes(n, total int) string {
 	return fmt.Sprintf("%d of %d nodes", n, total)
 }
 
-func describeSkips(skips []Skip) string {
+func describeSkips(skips []coverage.Skip) string {
 	parts := make([]string, len(skips))
 	for i, s := range skips {
 		parts[i] = s.Describe(nodesNamed)

@@ -6,6 +6,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 const (
@@ -15,37 +18,37 @@ const (
 	poolLabel        = "cloud.example.com/node-pool"
 )
 
-var gpuTaint = taintOf("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)
+var gpuTaint = testobj.TaintOf("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule)
 
 // coverageCluster has 7 nodes: a tainted control-plane node, three workers,
 // two GPU nodes tainted for GPU work only, and a Windows worker.
-func coverageCluster() *NodeSnapshot {
+func coverageCluster() *coverage.NodeSnapshot {
 	return snapshotOf(
-		controlPlaneNode("cp-1"),
-		poolNodes("w", 3, nodeLabels(poolLabel, "general")),
-		poolNodes("gpu", 2, nodeLabels(poolLabel, "gpu"), nodeTaints(gpuTaint)),
-		newNode("win-1", nodeLabels(corev1.LabelOSStable, "windows", poolLabel, "windows")),
+		testobj.ControlPlaneNode("cp-1"),
+		testobj.PoolNodes("w", 3, testobj.NodeLabels(poolLabel, "general")),
+		testobj.PoolNodes("gpu", 2, testobj.NodeLabels(poolLabel, "gpu"), testobj.NodeTaints(gpuTaint)),
+		testobj.Node("win-1", testobj.NodeLabels(corev1.LabelOSStable, "windows", poolLabel, "windows")),
 	)
 }
 
 var (
-	linuxOnly   = withNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
-	tolerateCP  = withTolerations(corev1.Toleration{Key: cpKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
-	tolerateGPU = withTolerations(corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists})
-	onGPUPool   = withNodeSelector(map[string]string{poolLabel: "gpu"})
+	linuxOnly   = testobj.WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})
+	tolerateCP  = testobj.WithTolerations(corev1.Toleration{Key: cpKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	tolerateGPU = testobj.WithTolerations(corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists})
+	onGPUPool   = testobj.WithNodeSelector(map[string]string{poolLabel: "gpu"})
 )
 
 func TestCheckNodeCoverage(t *testing.T) {
 	cluster := coverageCluster()
 	withTransient := snapshotOf(
-		poolNodes("w", 2),
-		newNode("joining-1", nodeTaints(noSchedule(corev1.TaintNodeNotReady))),
-		newNode("joining-2", nodeLabels(poolLabel, "new"), nodeTaints(noSchedule(corev1.TaintNodeNotReady))),
-		newNode("init-1", nodeTaints(noSchedule("node.cloudprovider.kubernetes.io/uninitialized"))),
-		newNode("gone-1", nodeTaints(noSchedule(corev1.TaintNodeUnreachable))),
-		newNode("scale-1", nodeTaints(noSchedule("ToBeDeletedByClusterAutoscaler"))),
+		testobj.PoolNodes("w", 2),
+		testobj.Node("joining-1", testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeNotReady))),
+		testobj.Node("joining-2", testobj.NodeLabels(poolLabel, "new"), testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeNotReady))),
+		testobj.Node("init-1", testobj.NodeTaints(testobj.NoSchedule("node.cloudprovider.kubernetes.io/uninitialized"))),
+		testobj.Node("gone-1", testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeUnreachable))),
+		testobj.Node("scale-1", testobj.NodeTaints(testobj.NoSchedule("ToBeDeletedByClusterAutoscaler"))),
 	)
-	bigGPUPool := snapshotOf(poolNodes("w", 2), poolNodes("gpu", 8, nodeLabels(poolLabel, "gpu"), nodeTaints(gpuTaint)))
+	bigGPUPool := snapshotOf(testobj.PoolNodes("w", 2), testobj.PoolNodes("gpu", 8, testobj.NodeLabels(poolLabel, "gpu"), testobj.NodeTaints(gpuTaint)))
 	defaults := defaultNodeCoverageParams()
 	noDeny := NodeCoverageParams{DenyAtZero: false}
 	gpuGap := "taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2)"
@@ -55,79 +58,79 @@ func TestCheckNodeCoverage(t *testing.T) {
 	tests := []struct {
 		name   string
 		ds     *appsv1.DaemonSet
-		nodes  *NodeSnapshot
+		nodes  *coverage.NodeSnapshot
 		params NodeCoverageParams
 		want   []wantFinding
 	}{
-		{name: "covers every node", ds: newDS(), nodes: cluster, params: defaults},
-		{name: "partial gap warns, naming nodes and taint", ds: newDS(tolerateCP), nodes: cluster, params: defaults,
+		{name: "covers every node", ds: testobj.DS(), nodes: cluster, params: defaults},
+		{name: "partial gap warns, naming nodes and taint", ds: testobj.DS(tolerateCP), nodes: cluster, params: defaults,
 			want: []wantFinding{partialGPU}},
-		{name: "OS skips are left out of the gap", ds: newDS(tolerateCP, linuxOnly), nodes: cluster, params: defaults,
+		{name: "OS skips are left out of the gap", ds: testobj.DS(tolerateCP, linuxOnly), nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap,
 				absent: []string{"win-1"}}}},
-		{name: "OS and architecture skips alone are no finding", ds: newDS(linuxOnly), nodes: cluster, params: defaults},
+		{name: "OS and architecture skips alone are no finding", ds: testobj.DS(linuxOnly), nodes: cluster, params: defaults},
 		{name: "a Windows agent skipping Linux nodes is no finding",
-			ds:    newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "windows"})),
+			ds:    testobj.DS(testobj.WithNodeSelector(map[string]string{corev1.LabelOSStable: "windows"})),
 			nodes: cluster, params: defaults},
-		{name: "more than five nodes: and N more", ds: newDS(withTolerations()), nodes: bigGPUPool, params: defaults,
+		{name: "more than five nodes: and N more", ds: testobj.DS(testobj.WithTolerations()), nodes: bigGPUPool, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
 				prefix: "skips 8 of 10 nodes: taint " + gpuTaintString + " not tolerated (gpu-1, gpu-2, gpu-3, gpu-4, gpu-5 and 3 more)"}}},
 		{name: "intended gap is recorded as audit",
-			ds:    newDS(tolerateCP, withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			ds:    testobj.DS(tolerateCP, testobj.WithAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
 				prefix: "skips 2 of 7 nodes, as intended (GPU nodes run their own agent): " + gpuGap}}},
 		{name: "intended annotation without a reason is ignored",
-			ds:    newDS(tolerateCP, withAnnotation(IntendedCoverageAnnotation, " ")),
+			ds:    testobj.DS(tolerateCP, testobj.WithAnnotation(IntendedCoverageAnnotation, " ")),
 			nodes: cluster, params: defaults, want: []wantFinding{partialGPU}},
 
 		// Running on no node at all.
-		{name: "zero coverage, every selected node tainted: deny", ds: newDS(tolerateCP, onGPUPool), nodes: cluster,
+		{name: "zero coverage, every selected node tainted: deny", ds: testobj.DS(tolerateCP, onGPUPool), nodes: cluster,
 			params: defaults, want: []wantFinding{{field: tolerationsField, prefix: zeroGPU}}},
-		{name: "zero coverage with denyAtZero false: warn", ds: newDS(tolerateCP, onGPUPool), nodes: cluster,
+		{name: "zero coverage with denyAtZero false: warn", ds: testobj.DS(tolerateCP, onGPUPool), nodes: cluster,
 			params: noDeny, want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: zeroGPU}}},
 		{name: "zero coverage is not excused by the intended annotation",
-			ds:    newDS(tolerateCP, onGPUPool, withAnnotation(IntendedCoverageAnnotation, "GPU nodes only")),
+			ds:    testobj.DS(tolerateCP, onGPUPool, testobj.WithAnnotation(IntendedCoverageAnnotation, "GPU nodes only")),
 			nodes: cluster, params: defaults, want: []wantFinding{{field: tolerationsField, prefix: zeroGPU}}},
 		{name: "zero coverage of the control plane is reported though control-plane-toleration reports it too",
-			ds:    newDS(withTolerations(), withNodeSelector(map[string]string{cpKey: ""})),
+			ds:    testobj.DS(testobj.WithTolerations(), testobj.WithNodeSelector(map[string]string{cpKey: ""})),
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField,
 				prefix: "runs on no node: its selectors pick 1 node, and every one has an untolerated taint: taint " + cpTaint + " not tolerated (cp-1)"}}},
-		{name: "selector matching no node only warns", ds: newDS(withNodeSelector(map[string]string{poolLabel: "fpga"})),
+		{name: "selector matching no node only warns", ds: testobj.DS(testobj.WithNodeSelector(map[string]string{poolLabel: "fpga"})),
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: podSpecField, action: ActionWarn,
 				prefix: "runs on no node today: no node of 7 matches its nodeSelector, node affinity or nodeName"}}},
-		{name: "nodeName of a missing node only warns", ds: newDS(withNodeName("gone-1")), nodes: cluster, params: defaults,
+		{name: "nodeName of a missing node only warns", ds: testobj.DS(testobj.WithNodeName("gone-1")), nodes: cluster, params: defaults,
 			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today: no node of 7 matches"}}},
 
 		// Transient taints.
-		{name: "transient taints only: no finding", ds: newDS(withTolerations()), nodes: withTransient, params: defaults},
-		{name: "only transiently tainted nodes selected: no finding", ds: newDS(withTolerations(),
-			withNodeSelector(map[string]string{poolLabel: "new"})), nodes: withTransient, params: defaults},
+		{name: "transient taints only: no finding", ds: testobj.DS(testobj.WithTolerations()), nodes: withTransient, params: defaults},
+		{name: "only transiently tainted nodes selected: no finding", ds: testobj.DS(testobj.WithTolerations(),
+			testobj.WithNodeSelector(map[string]string{poolLabel: "new"})), nodes: withTransient, params: defaults},
 		{name: "transient taints are left out of a real gap",
-			ds:     newDS(withTolerations()),
-			nodes:  snapshotOf(poolNodes("w", 2), newNode("joining-1", nodeTaints(noSchedule(corev1.TaintNodeNotReady))), newNode("gpu-1", nodeTaints(gpuTaint))),
+			ds:     testobj.DS(testobj.WithTolerations()),
+			nodes:  snapshotOf(testobj.PoolNodes("w", 2), testobj.Node("joining-1", testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeNotReady))), testobj.Node("gpu-1", testobj.NodeTaints(gpuTaint))),
 			params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
 				prefix: "skips 1 of 4 nodes: taint " + gpuTaintString + " not tolerated (gpu-1)", absent: []string{"joining", "not-ready"}}}},
 
 		// De-duplication with control-plane-toleration (in the default policy).
-		{name: "a control-plane gap is left to control-plane-toleration", ds: newDS(withTolerations(), tolerateGPU),
+		{name: "a control-plane gap is left to control-plane-toleration", ds: testobj.DS(testobj.WithTolerations(), tolerateGPU),
 			nodes: cluster, params: defaults},
-		{name: "other gaps are still reported, without the control plane", ds: newDS(withTolerations()),
+		{name: "other gaps are still reported, without the control plane", ds: testobj.DS(testobj.WithTolerations()),
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap,
 				absent: []string{"cp-1", cpKey}}}},
 		{name: "a DaemonSet that narrows placement is left to node-coverage",
-			ds: newDS(withTolerations(), tolerateGPU, withRequiredNodeAffinity(
-				nodeTerm(nodeReq(poolLabel, corev1.NodeSelectorOpNotIn, "windows")))),
+			ds: testobj.DS(testobj.WithTolerations(), tolerateGPU, testobj.WithRequiredNodeAffinity(
+				testobj.NodeTerm(testobj.NodeReq(poolLabel, corev1.NodeSelectorOpNotIn, "windows")))),
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
 				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
 
-		{name: "empty node set: no finding", ds: newDS(withTolerations(), onGPUPool), nodes: snapshotOf(), params: defaults},
-		{name: "a single node", ds: newDS(withTolerations()), nodes: snapshotOf(newNode("gpu-1", nodeTaints(gpuTaint))),
+		{name: "empty node set: no finding", ds: testobj.DS(testobj.WithTolerations(), onGPUPool), nodes: snapshotOf(), params: defaults},
+		{name: "a single node", ds: testobj.DS(testobj.WithTolerations()), nodes: snapshotOf(testobj.Node("gpu-1", testobj.NodeTaints(gpuTaint))),
 			params: defaults,
 			want:   []wantFinding{{field: tolerationsField, prefix: "runs on no node: its selectors pick 1 node, and every one"}}},
 	}
@@ -138,7 +141,7 @@ func TestCheckNodeCoverage(t *testing.T) {
 	}
 
 	t.Run("no nodes known: no finding", func(t *testing.T) {
-		if fs := checkNodeCoverage(newDS(withTolerations(), onGPUPool), testEnv(), &defaults); len(fs) > 0 {
+		if fs := checkNodeCoverage(testobj.DS(testobj.WithTolerations(), onGPUPool), testEnv(), &defaults); len(fs) > 0 {
 			t.Errorf("got\n%s", describeFindings(fs))
 		}
 	})
@@ -146,9 +149,9 @@ func TestCheckNodeCoverage(t *testing.T) {
 
 // evalNodeCoverage evaluates ds under cfg (nil: the defaults) against nodes
 // and returns the findings of one rule.
-func evalRule(t *testing.T, cfg *Config, ds *appsv1.DaemonSet, nodes *NodeSnapshot, ruleID string) []Finding {
+func evalRule(t *testing.T, cfg *Config, ds *appsv1.DaemonSet, nodes *coverage.NodeSnapshot, ruleID string) []Finding {
 	t.Helper()
-	env := Env{Policy: Rules().Default(), Now: testNow, Nodes: nodes}
+	env := Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: nodes}
 	if cfg != nil {
 		p, err := Compile(cfg)
 		if err != nil {
@@ -172,75 +175,75 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 		name  string
 		cfg   *Config
 		ds    *appsv1.DaemonSet
-		nodes *NodeSnapshot
+		nodes *coverage.NodeSnapshot
 		want  []wantFinding
 	}{
-		{name: "partial gap: warn", ds: newDS(withTolerations()),
+		{name: "partial gap: warn", ds: testobj.DS(testobj.WithTolerations()),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration off: the control-plane gap is node-coverage's",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionOff
 			}),
-			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+			ds: testobj.DS(testobj.WithTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration at audit still reports it",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionAudit
 			}),
-			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
+			ds: testobj.DS(testobj.WithTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration out of scope by namespace",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Namespaces.Exclude = []string{"mon*"}
 			}),
-			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+			ds: testobj.DS(testobj.WithTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration out of scope by label",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
 			}),
-			ds: newDS(withTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
+			ds: testobj.DS(testobj.WithTolerations()), want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: withCP}}},
 		{name: "control-plane-toleration in scope by label",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Selector = &LabelSelectorConfig{MatchLabels: map[string]string{"tier": "node"}}
 			}),
-			ds:   newDS(withTolerations(), func(ds *appsv1.DaemonSet) { ds.Labels["tier"] = "node" }),
+			ds:   testobj.DS(testobj.WithTolerations(), func(ds *appsv1.DaemonSet) { ds.Labels["tier"] = "node" }),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
 		{name: "control-plane-toleration scoped to default covers a DaemonSet that names no namespace",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Scope.Namespaces.Include = []string{"default"}
 			}),
-			ds:   newDS(withTolerations(), withNamespace("")),
+			ds:   testobj.DS(testobj.WithTolerations(), testobj.WithNamespace("")),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: onlyGPU}}},
-		{name: "only the control-plane gap, rule active: nothing from node-coverage", ds: newDS(withTolerations(), tolerateGPU)},
+		{name: "only the control-plane gap, rule active: nothing from node-coverage", ds: testobj.DS(testobj.WithTolerations(), tolerateGPU)},
 		{name: "only the control-plane gap, rule off",
 			cfg: config(func(c *Config) {
 				RuleConfigOf[ControlPlaneTolerationParams](c, controlPlaneTolerationID).Action = ActionOff
 			}),
-			ds: newDS(withTolerations(), tolerateGPU),
+			ds: testobj.DS(testobj.WithTolerations(), tolerateGPU),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
 				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
 
-		{name: "zero coverage: deny", ds: newDS(withTolerations(), onGPUPool),
+		{name: "zero coverage: deny", ds: testobj.DS(testobj.WithTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionDeny, prefix: "runs on no node: its selectors pick 2 nodes"}}},
 		{name: "zero coverage, denyAtZero false: warn",
 			cfg:  config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Parameters.DenyAtZero = false }),
-			ds:   newDS(withTolerations(), onGPUPool),
+			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
-		{name: "zero coverage in kube-system: warn", ds: newDS(withTolerations(), onGPUPool, withNamespace("kube-system")),
+		{name: "zero coverage in kube-system: warn", ds: testobj.DS(testobj.WithTolerations(), onGPUPool, testobj.WithNamespace("kube-system")),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node: its selectors pick 2 nodes"}}},
 		{name: "zero coverage, rule at warn", cfg: config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Action = ActionWarn }),
-			ds:   newDS(withTolerations(), onGPUPool),
+			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: ActionWarn, prefix: "runs on no node"}}},
 		{name: "zero coverage, exempted: audit",
-			ds:   newDS(withTolerations(), onGPUPool, withAnnotation(ExemptionAnnotationPrefix+nodeCoverageID, "GPU pool migration")),
+			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool, testobj.WithAnnotation(ExemptionAnnotationPrefix+nodeCoverageID, "GPU pool migration")),
 			want: []wantFinding{{field: tolerationsField, action: ActionAudit, prefix: "runs on no node"}}},
-		{name: "selector matching no node: warn", ds: newDS(withNodeSelector(map[string]string{poolLabel: "fpga"})),
+		{name: "selector matching no node: warn", ds: testobj.DS(testobj.WithNodeSelector(map[string]string{poolLabel: "fpga"})),
 			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today"}}},
 		{name: "intended: audit",
-			ds: newDS(withTolerations(), withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			ds: testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
 			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
 				prefix: "skips 2 of 7 nodes, as intended (GPU nodes run their own agent): "}}},
-		{name: "empty node set: nothing", ds: newDS(withTolerations(), onGPUPool), nodes: snapshotOf()},
+		{name: "empty node set: nothing", ds: testobj.DS(testobj.WithTolerations(), onGPUPool), nodes: snapshotOf()},
 		{name: "node-coverage off", cfg: config(func(c *Config) { RuleConfigOf[NodeCoverageParams](c, nodeCoverageID).Action = ActionOff }),
-			ds: newDS(withTolerations(), onGPUPool)},
+			ds: testobj.DS(testobj.WithTolerations(), onGPUPool)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,13 +256,13 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 	}
 
 	t.Run("without nodes the rule is skipped", func(t *testing.T) {
-		if fs := findingsOf(Evaluate(newDS(withTolerations(), onGPUPool), Env{Policy: Rules().Default(), Now: testNow}), nodeCoverageID); len(fs) > 0 {
+		if fs := findingsOf(Evaluate(testobj.DS(testobj.WithTolerations(), onGPUPool), Env{Policy: Rules().Default(), Now: testobj.Now}), nodeCoverageID); len(fs) > 0 {
 			t.Errorf("got\n%s", describeFindings(fs))
 		}
 	})
 
 	t.Run("control-plane-toleration names the node node-coverage leaves out", func(t *testing.T) {
-		fs := Evaluate(newDS(withTolerations()), Env{Policy: Rules().Default(), Now: testNow, Nodes: cluster})
+		fs := Evaluate(testobj.DS(testobj.WithTolerations()), Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: cluster})
 		assertFindings(t, findingsOf(fs, controlPlaneTolerationID), []wantFinding{{field: tolerationsField, action: ActionDeny,
 			msg: []string{"skips cp-1 (1 of 7 nodes)"}}})
 	})
@@ -271,7 +274,7 @@ func TestEvaluate_MinCoverage(t *testing.T) {
 	// the GPU nodes (the partial-gap warning) and win-1 (not counted).
 	cluster := coverageCluster()
 	ds := func(mutators ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
-		return newDS(append([]func(*appsv1.DaemonSet){tolerateCP, linuxOnly}, mutators...)...)
+		return testobj.DS(append([]func(*appsv1.DaemonSet){tolerateCP, linuxOnly}, mutators...)...)
 	}
 	gap := wantFinding{field: tolerationsField, action: ActionWarn, prefix: "skips 2 of 7 nodes: "}
 	below := func(action Action, percent, namespace string) wantFinding {
@@ -301,7 +304,7 @@ func TestEvaluate_MinCoverage(t *testing.T) {
 			ds: ds(), want: []wantFinding{gap, below(ActionWarn, "90%", "monitoring")}},
 		{name: "a DaemonSet that names no namespace is in default",
 			cfg: floors("", MinCoverageConfig{Namespaces: []string{"default"}, Percent: 90}),
-			ds:  ds(withNamespace("")), want: []wantFinding{gap, below(ActionWarn, "90%", "default")}},
+			ds:  ds(testobj.WithNamespace("")), want: []wantFinding{gap, below(ActionWarn, "90%", "default")}},
 		{name: "another namespace", cfg: floors("", MinCoverageConfig{Namespaces: []string{"logging"}, Percent: 90}),
 			ds: ds(), want: []wantFinding{gap}},
 		{name: "action deny", cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90, Action: ActionDeny}),
@@ -329,20 +332,20 @@ func TestEvaluate_MinCoverage(t *testing.T) {
 			want: []wantFinding{gap, below(ActionWarn, "67%", "monitoring")}},
 		{name: "OS and architecture skips are not in the denominator",
 			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
-			ds:  newDS(linuxOnly)},
+			ds:  testobj.DS(linuxOnly)},
 		{name: "but selector skips are (win-1 is not in the pool: a selector skip)",
 			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
-			ds:  newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "linux", poolLabel: "general"})),
+			ds:  testobj.DS(testobj.WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux", poolLabel: "general"})),
 			want: []wantFinding{{field: podSpecField, action: ActionWarn,
 				prefix: "covers 3 of 7 nodes (42%), below the 100% required in namespace monitoring"}}},
 		{name: "intended gaps still count against the floor",
 			cfg: floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 90}),
-			ds:  ds(withAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
+			ds:  ds(testobj.WithAnnotation(IntendedCoverageAnnotation, "GPU nodes run their own agent")),
 			want: []wantFinding{below(ActionWarn, "90%", "monitoring"),
 				{field: tolerationsField, action: ActionAudit, prefix: "skips 2 of 7 nodes, as intended"}}},
 		{name: "no node of its OS: the floor does not apply",
 			cfg:  floors("", MinCoverageConfig{Namespaces: []string{"*"}, Percent: 100}),
-			ds:   newDS(withNodeSelector(map[string]string{corev1.LabelOSStable: "plan9"})),
+			ds:   testobj.DS(testobj.WithNodeSelector(map[string]string{corev1.LabelOSStable: "plan9"})),
 			want: []wantFinding{{field: podSpecField, action: ActionWarn, prefix: "runs on no node today"}}},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckPrivileged(t *testing.T) {
@@ -22,21 +24,21 @@ func TestCheckPrivileged(t *testing.T) {
 		ds   *appsv1.DaemonSet
 		want []wantFinding
 	}{
-		{name: "no securityContext", ds: newDS()},
-		{name: "privileged unset", ds: newDS(withAgent(privileged(nil)))},
-		{name: "privileged false", ds: newDS(withAgent(privileged(new(false))))},
-		{name: "capabilities only", ds: newDS(withAgent(capsOnly))},
-		{name: "privileged true", ds: newDS(withAgent(privileged(new(true)))),
+		{name: "no securityContext", ds: testobj.DS()},
+		{name: "privileged unset", ds: testobj.DS(testobj.WithAgent(privileged(nil)))},
+		{name: "privileged false", ds: testobj.DS(testobj.WithAgent(privileged(new(false))))},
+		{name: "capabilities only", ds: testobj.DS(testobj.WithAgent(capsOnly))},
+		{name: "privileged true", ds: testobj.DS(testobj.WithAgent(privileged(new(true)))),
 			want: []wantFinding{{field: "spec.template.spec.containers[0].securityContext.privileged",
 				prefix: `container "agent" runs privileged`, msg: []string{"on every node it covers"}}}},
-		{name: "privileged init container", ds: newDS(withInitContainer(initC)),
+		{name: "privileged init container", ds: testobj.DS(testobj.WithInitContainer(initC)),
 			want: []wantFinding{{field: "spec.template.spec.initContainers[0].securityContext.privileged",
 				prefix: `init container "install-cni" runs privileged`}}},
-		{name: "privileged sidecar", ds: newDS(withInitContainer(sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
+		{name: "privileged sidecar", ds: testobj.DS(testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
 			SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}))),
 			want: []wantFinding{{field: "spec.template.spec.initContainers[0].securityContext.privileged",
 				prefix: `sidecar "proxy" runs privileged`}}},
-		{name: "init containers first", ds: newDS(withAgent(privileged(new(true))), withInitContainer(initC)),
+		{name: "init containers first", ds: testobj.DS(testobj.WithAgent(privileged(new(true))), testobj.WithInitContainer(initC)),
 			want: []wantFinding{
 				{field: "spec.template.spec.initContainers[0].securityContext.privileged", prefix: `init container "install-cni"`},
 				{field: "spec.template.spec.containers[0].securityContext.privileged", prefix: `container "agent"`},

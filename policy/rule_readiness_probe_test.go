@@ -5,6 +5,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckReadinessProbe(t *testing.T) {
@@ -14,41 +16,41 @@ func TestCheckReadinessProbe(t *testing.T) {
 	exporter := corev1.Container{Name: "exporter", Image: "example/exporter:v1"}
 	probed := corev1.Container{Name: "exporter", Image: "example/exporter:v1", ReadinessProbe: probe}
 	initC := corev1.Container{Name: "setup", Image: "example/setup:v1"}
-	proxy := sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})
-	probedProxy := sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2", ReadinessProbe: probe})
+	proxy := testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})
+	probedProxy := testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2", ReadinessProbe: probe})
 
 	tests := []struct {
 		name string
 		ds   *appsv1.DaemonSet
 		want []wantFinding
 	}{
-		{name: "probe present", ds: newDS()},
-		{name: "probe missing", ds: newDS(withAgent(noProbe)),
+		{name: "probe present", ds: testobj.DS()},
+		{name: "probe missing", ds: testobj.DS(testobj.WithAgent(noProbe)),
 			want: []wantFinding{{field: "spec.template.spec.containers[0].readinessProbe",
 				prefix: `container "agent" ` + started}}},
-		{name: "liveness probe does not count", ds: newDS(withAgent(func(c *corev1.Container) {
+		{name: "liveness probe does not count", ds: testobj.DS(testobj.WithAgent(func(c *corev1.Container) {
 			c.LivenessProbe, c.ReadinessProbe = c.ReadinessProbe, nil
 		})), want: []wantFinding{{field: "spec.template.spec.containers[0].readinessProbe", prefix: `container "agent" ` + started}}},
-		{name: "second container missing", ds: newDS(withContainer(exporter)),
+		{name: "second container missing", ds: testobj.DS(testobj.WithContainer(exporter)),
 			want: []wantFinding{{field: "spec.template.spec.containers[1].readinessProbe", prefix: `container "exporter" ` + started}}},
-		{name: "every container missing, in order", ds: newDS(withAgent(noProbe), withContainer(exporter)),
+		{name: "every container missing, in order", ds: testobj.DS(testobj.WithAgent(noProbe), testobj.WithContainer(exporter)),
 			want: []wantFinding{
 				{field: "spec.template.spec.containers[0].readinessProbe", prefix: `container "agent" `},
 				{field: "spec.template.spec.containers[1].readinessProbe", prefix: `container "exporter" `},
 			}},
-		{name: "every container probed", ds: newDS(withContainer(probed))},
+		{name: "every container probed", ds: testobj.DS(testobj.WithContainer(probed))},
 
 		// Plain init containers finish before the Pod can be ready; a
 		// sidecar's readiness counts toward the Pod's.
-		{name: "plain init containers need none", ds: newDS(withInitContainer(initC))},
-		{name: "sidecar without probe", ds: newDS(withInitContainer(proxy)),
+		{name: "plain init containers need none", ds: testobj.DS(testobj.WithInitContainer(initC))},
+		{name: "sidecar without probe", ds: testobj.DS(testobj.WithInitContainer(proxy)),
 			want: []wantFinding{{field: "spec.template.spec.initContainers[0].readinessProbe",
 				prefix: `sidecar "proxy" ` + started}}},
-		{name: "sidecar with probe", ds: newDS(withInitContainer(probedProxy))},
-		{name: "sidecar after a plain init container keeps its index", ds: newDS(withInitContainer(initC), withInitContainer(proxy)),
+		{name: "sidecar with probe", ds: testobj.DS(testobj.WithInitContainer(probedProxy))},
+		{name: "sidecar after a plain init container keeps its index", ds: testobj.DS(testobj.WithInitContainer(initC), testobj.WithInitContainer(proxy)),
 			want: []wantFinding{{field: "spec.template.spec.initContainers[1].readinessProbe",
 				prefix: `sidecar "proxy" ` + started, absent: []string{"setup"}}}},
-		{name: "sidecars first, then containers", ds: newDS(withAgent(noProbe), withInitContainer(initC), withInitContainer(proxy)),
+		{name: "sidecars first, then containers", ds: testobj.DS(testobj.WithAgent(noProbe), testobj.WithInitContainer(initC), testobj.WithInitContainer(proxy)),
 			want: []wantFinding{
 				{field: "spec.template.spec.initContainers[1].readinessProbe", prefix: `sidecar "proxy" `},
 				{field: "spec.template.spec.containers[0].readinessProbe", prefix: `container "agent" `},
@@ -62,7 +64,7 @@ func TestCheckReadinessProbe(t *testing.T) {
 }
 
 func TestCheckReadinessProbe_Remediation(t *testing.T) {
-	ds := newDS(withInitContainer(sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})))
+	ds := testobj.DS(testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})))
 	fs := checkReadinessProbe(ds, testEnv(), &NoParams{})
 	if len(fs) != 1 {
 		t.Fatalf("got %d findings, want 1:\n%s", len(fs), describeFindings(fs))

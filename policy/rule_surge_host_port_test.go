@@ -6,16 +6,20 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckSurgeHostPort(t *testing.T) {
 	const surgeField = "spec.updateStrategy.rollingUpdate.maxSurge"
-	hostPort := withPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, HostPort: 9100, Protocol: corev1.ProtocolTCP})
-	containerPort := withPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP})
-	surge := func(v *intstr.IntOrString) func(*appsv1.DaemonSet) { return withRollingUpdate(intOrInt(0), v) }
-	proxy := sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
+	hostPort := testobj.WithPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, HostPort: 9100, Protocol: corev1.ProtocolTCP})
+	containerPort := testobj.WithPorts(corev1.ContainerPort{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP})
+	surge := func(v *intstr.IntOrString) func(*appsv1.DaemonSet) {
+		return testobj.WithRollingUpdate(testobj.IntOrInt(0), v)
+	}
+	proxy := testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
 		Ports: []corev1.ContainerPort{{ContainerPort: 8443, HostPort: 8443}}})
-	proxyContainerPort := sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
+	proxyContainerPort := testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2",
 		Ports: []corev1.ContainerPort{{ContainerPort: 8443}}})
 	// A plain init container runs to completion before the containers start.
 	setupHostPort := corev1.Container{Name: "setup", Image: "example/setup:v1",
@@ -45,82 +49,82 @@ func TestCheckSurgeHostPort(t *testing.T) {
 		ds   *appsv1.DaemonSet
 		want []wantFinding
 	}{
-		{name: "maxSurge unset with hostPort", ds: newDS(hostPort)},
-		{name: "rollingUpdate unset with hostPort", ds: newDS(hostPort, withoutRollingUpdate)},
-		{name: "maxSurge 0 with hostPort", ds: newDS(hostPort, withRollingUpdate(intOrInt(1), intOrInt(0)))},
-		{name: "maxSurge 0% with hostPort", ds: newDS(hostPort, withRollingUpdate(intOrInt(1), intOrString("0%")))},
-		{name: "maxSurge 1 with hostPort", ds: newDS(hostPort, surge(intOrInt(1))),
+		{name: "maxSurge unset with hostPort", ds: testobj.DS(hostPort)},
+		{name: "rollingUpdate unset with hostPort", ds: testobj.DS(hostPort, testobj.WithoutRollingUpdate)},
+		{name: "maxSurge 0 with hostPort", ds: testobj.DS(hostPort, testobj.WithRollingUpdate(testobj.IntOrInt(1), testobj.IntOrInt(0)))},
+		{name: "maxSurge 0% with hostPort", ds: testobj.DS(hostPort, testobj.WithRollingUpdate(testobj.IntOrInt(1), testobj.IntOrString("0%")))},
+		{name: "maxSurge 1 with hostPort", ds: testobj.DS(hostPort, surge(testobj.IntOrInt(1))),
 			want: wedged("1", "hostPort 9100 (container \"agent\")")},
-		{name: "maxSurge 10% with hostPort", ds: newDS(hostPort, surge(intOrString("10%"))),
+		{name: "maxSurge 10% with hostPort", ds: testobj.DS(hostPort, surge(testobj.IntOrString("10%"))),
 			want: wedged(`"10%"`, "hostPort 9100 (container \"agent\")")},
-		{name: "maxSurge 1% rounds up to one Pod", ds: newDS(hostPort, surge(intOrString("1%"))),
+		{name: "maxSurge 1% rounds up to one Pod", ds: testobj.DS(hostPort, surge(testobj.IntOrString("1%"))),
 			want: wedged(`"1%"`, "hostPort 9100 (container \"agent\")")},
-		{name: "leading zeros are a valid percentage (API server: ^[0-9]+%$)", ds: newDS(hostPort, surge(intOrString("05%"))),
+		{name: "leading zeros are a valid percentage (API server: ^[0-9]+%$)", ds: testobj.DS(hostPort, surge(testobj.IntOrString("05%"))),
 			want: wedged(`"05%"`, "hostPort 9100 (container \"agent\")")},
-		{name: "00% is zero", ds: newDS(hostPort, withRollingUpdate(intOrInt(1), intOrString("00%")))},
-		{name: "leading zeros without host ports", ds: newDS(surge(intOrString("010%")))},
-		{name: "strategy type unset defaults to RollingUpdate", ds: newDS(hostPort, surge(intOrInt(1)), withStrategyType("")),
+		{name: "00% is zero", ds: testobj.DS(hostPort, testobj.WithRollingUpdate(testobj.IntOrInt(1), testobj.IntOrString("00%")))},
+		{name: "leading zeros without host ports", ds: testobj.DS(surge(testobj.IntOrString("010%")))},
+		{name: "strategy type unset defaults to RollingUpdate", ds: testobj.DS(hostPort, surge(testobj.IntOrInt(1)), testobj.WithStrategyType("")),
 			want: wedged("1", "hostPort 9100 (container \"agent\")")},
-		{name: "OnDelete ignores maxSurge", ds: newDS(hostPort, surge(intOrInt(1)), withStrategyType(appsv1.OnDeleteDaemonSetStrategyType))},
-		{name: "maxSurge 1 without ports or hostNetwork", ds: newDS(surge(intOrInt(1)))},
-		{name: "maxSurge 1 with a containerPort but no hostNetwork", ds: newDS(containerPort, surge(intOrInt(1)))},
+		{name: "OnDelete ignores maxSurge", ds: testobj.DS(hostPort, surge(testobj.IntOrInt(1)), testobj.WithStrategyType(appsv1.OnDeleteDaemonSetStrategyType))},
+		{name: "maxSurge 1 without ports or hostNetwork", ds: testobj.DS(surge(testobj.IntOrInt(1)))},
+		{name: "maxSurge 1 with a containerPort but no hostNetwork", ds: testobj.DS(containerPort, surge(testobj.IntOrInt(1)))},
 
 		// Without hostNetwork the scheduler reserves the hostPorts of
 		// containers and sidecars only.
-		{name: "hostPort in a sidecar", ds: newDS(surge(intOrInt(1)), withInitContainer(proxy)),
+		{name: "hostPort in a sidecar", ds: testobj.DS(surge(testobj.IntOrInt(1)), testobj.WithInitContainer(proxy)),
 			want: wedged("1", "hostPort 8443 (sidecar \"proxy\")")},
-		{name: "containerPort in a sidecar without hostNetwork", ds: newDS(surge(intOrInt(1)), withInitContainer(proxyContainerPort))},
-		{name: "hostPort in a plain init container is not reserved", ds: newDS(surge(intOrInt(1)), withInitContainer(setupHostPort))},
+		{name: "containerPort in a sidecar without hostNetwork", ds: testobj.DS(surge(testobj.IntOrInt(1)), testobj.WithInitContainer(proxyContainerPort))},
+		{name: "hostPort in a plain init container is not reserved", ds: testobj.DS(surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupHostPort))},
 		{name: "hostPort in a plain init container is left out of the list",
-			ds:   newDS(hostPort, surge(intOrInt(1)), withInitContainer(setupHostPort)),
+			ds:   testobj.DS(hostPort, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupHostPort)),
 			want: wedged("1", "hostPort 9100 (container \"agent\")", "9999", "setup")},
 		{name: "hostPorts in several containers are all named",
-			ds: newDS(hostPort, surge(intOrInt(1)), withContainer(corev1.Container{Name: "exporter", Image: "example/exporter:v1",
+			ds: testobj.DS(hostPort, surge(testobj.IntOrInt(1)), testobj.WithContainer(corev1.Container{Name: "exporter", Image: "example/exporter:v1",
 				Ports: []corev1.ContainerPort{{ContainerPort: 9256, HostPort: 9256}}})),
 			want: wedged("1", "hostPort 9100 (container \"agent\"), hostPort 9256 (container \"exporter\")")},
 		{name: "sidecar ports come before the containers'",
-			ds:   newDS(hostPort, surge(intOrInt(1)), withInitContainer(setupHostPort), withInitContainer(proxy)),
+			ds:   testobj.DS(hostPort, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupHostPort), testobj.WithInitContainer(proxy)),
 			want: wedged("1", "hostPort 8443 (sidecar \"proxy\"), hostPort 9100 (container \"agent\")", "setup")},
 
 		// Under hostNetwork every declared port is a port on the node.
-		{name: "hostNetwork with a containerPort", ds: newDS(containerPort, withHostNetwork, surge(intOrInt(1))),
+		{name: "hostNetwork with a containerPort", ds: testobj.DS(containerPort, testobj.WithHostNetwork, surge(testobj.IntOrInt(1))),
 			want: wedged("1", "port 9100 under hostNetwork (container \"agent\")")},
-		{name: "hostNetwork with a hostPort", ds: newDS(hostPort, withHostNetwork, surge(intOrString("25%"))),
+		{name: "hostNetwork with a hostPort", ds: testobj.DS(hostPort, testobj.WithHostNetwork, surge(testobj.IntOrString("25%"))),
 			want: wedged(`"25%"`, "port 9100 under hostNetwork (container \"agent\")")},
-		{name: "hostNetwork with a containerPort in a sidecar", ds: newDS(withHostNetwork, surge(intOrInt(1)), withInitContainer(proxyContainerPort)),
+		{name: "hostNetwork with a containerPort in a sidecar", ds: testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(proxyContainerPort)),
 			want: wedged("1", "port 8443 under hostNetwork (sidecar \"proxy\")")},
 		// A plain init container of the old Pod has exited: its ports
 		// are free when the surge Pod starts.
 		{name: "hostNetwork with a containerPort in a plain init container only warns",
-			ds:   newDS(withHostNetwork, surge(intOrInt(1)), withInitContainer(setupContainerPort)),
+			ds:   testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupContainerPort)),
 			want: hostNetworkWarn("1")},
 		{name: "hostNetwork with a hostPort in a plain init container only warns",
-			ds:   newDS(withHostNetwork, surge(intOrInt(1)), withInitContainer(setupHostPort)),
+			ds:   testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupHostPort)),
 			want: hostNetworkWarn("1")},
 		{name: "hostNetwork names the ports of containers and sidecars, sidecars first",
-			ds: newDS(containerPort, withHostNetwork, surge(intOrInt(1)),
-				withInitContainer(setupContainerPort), withInitContainer(proxyContainerPort)),
+			ds: testobj.DS(containerPort, testobj.WithHostNetwork, surge(testobj.IntOrInt(1)),
+				testobj.WithInitContainer(setupContainerPort), testobj.WithInitContainer(proxyContainerPort)),
 			want: wedged("1", "port 8443 under hostNetwork (sidecar \"proxy\"), port 9100 under hostNetwork (container \"agent\")")},
-		{name: "hostNetwork without ports only warns", ds: newDS(withHostNetwork, surge(intOrInt(1))),
+		{name: "hostNetwork without ports only warns", ds: testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrInt(1))),
 			want: hostNetworkWarn("1")},
-		{name: "hostNetwork without ports, percentage", ds: newDS(withHostNetwork, surge(intOrString("10%"))),
+		{name: "hostNetwork without ports, percentage", ds: testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrString("10%"))),
 			want: hostNetworkWarn(`"10%"`)},
 		{name: "hostNetwork with a portless plain init container only warns",
-			ds: newDS(withHostNetwork, surge(intOrInt(1)), withInitContainer(setupNoPorts)), want: hostNetworkWarn("1")},
-		{name: "hostNetwork with maxSurge 0", ds: newDS(containerPort, withHostNetwork, withRollingUpdate(intOrInt(1), intOrInt(0)))},
-		{name: "hostNetwork without ports and maxSurge 0", ds: newDS(withHostNetwork, withRollingUpdate(intOrInt(1), intOrInt(0)))},
+			ds: testobj.DS(testobj.WithHostNetwork, surge(testobj.IntOrInt(1)), testobj.WithInitContainer(setupNoPorts)), want: hostNetworkWarn("1")},
+		{name: "hostNetwork with maxSurge 0", ds: testobj.DS(containerPort, testobj.WithHostNetwork, testobj.WithRollingUpdate(testobj.IntOrInt(1), testobj.IntOrInt(0)))},
+		{name: "hostNetwork without ports and maxSurge 0", ds: testobj.DS(testobj.WithHostNetwork, testobj.WithRollingUpdate(testobj.IntOrInt(1), testobj.IntOrInt(0)))},
 
-		{name: "malformed maxSurge string", ds: newDS(surge(intOrString("abc"))),
+		{name: "malformed maxSurge string", ds: testobj.DS(surge(testobj.IntOrString("abc"))),
 			want: malformed(`maxSurge "abc"`, "neither an integer nor a percentage")},
-		{name: "maxSurge above 100%", ds: newDS(hostPort, surge(intOrString("150%"))),
+		{name: "maxSurge above 100%", ds: testobj.DS(hostPort, surge(testobj.IntOrString("150%"))),
 			want: malformed(`maxSurge "150%"`, "between 0% and 100%")},
-		{name: "negative maxSurge", ds: newDS(surge(intOrInt(-1))),
+		{name: "negative maxSurge", ds: testobj.DS(surge(testobj.IntOrInt(-1))),
 			want: malformed("maxSurge -1", "must not be negative")},
-		{name: "fractional percentage", ds: newDS(surge(intOrString("5.5%"))),
+		{name: "fractional percentage", ds: testobj.DS(surge(testobj.IntOrString("5.5%"))),
 			want: malformed(`maxSurge "5.5%"`, "whole-number percentage")},
-		{name: "signed percentage", ds: newDS(surge(intOrString("+5%"))),
+		{name: "signed percentage", ds: testobj.DS(surge(testobj.IntOrString("+5%"))),
 			want: malformed(`maxSurge "+5%"`, "whole-number percentage")},
-		{name: "string without percent sign", ds: newDS(surge(intOrString("1"))),
+		{name: "string without percent sign", ds: testobj.DS(surge(testobj.IntOrString("1"))),
 			want: malformed(`maxSurge "1"`, "neither an integer nor a percentage")},
 	}
 	for _, tt := range tests {
@@ -135,23 +139,23 @@ func TestCheckSurgeHostPort(t *testing.T) {
 // port conflict is denied and a plain init container's hostPort is not
 // reported at all.
 func TestEvaluate_SurgeHostPortWarnCap(t *testing.T) {
-	surge := withRollingUpdate(intOrInt(0), intOrInt(1))
+	surge := testobj.WithRollingUpdate(testobj.IntOrInt(0), testobj.IntOrInt(1))
 	dns := corev1.ContainerPort{ContainerPort: 53, HostPort: 53, Protocol: corev1.ProtocolUDP}
 	tests := []struct {
 		name string
 		ds   *appsv1.DaemonSet
 		want Action // "" for no finding
 	}{
-		{"hostNetwork without ports", newDS(withHostNetwork, surge), ActionWarn},
-		{"hostPort", newDS(surge, withPorts(dns)), ActionDeny},
-		{"sidecar hostPort", newDS(surge, withInitContainer(sidecar(corev1.Container{Name: "dns", Image: "example/dns:v1",
+		{"hostNetwork without ports", testobj.DS(testobj.WithHostNetwork, surge), ActionWarn},
+		{"hostPort", testobj.DS(surge, testobj.WithPorts(dns)), ActionDeny},
+		{"sidecar hostPort", testobj.DS(surge, testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "dns", Image: "example/dns:v1",
 			Ports: []corev1.ContainerPort{dns}}))), ActionDeny},
-		{"plain init container hostPort", newDS(surge, withInitContainer(corev1.Container{Name: "dns", Image: "example/dns:v1",
+		{"plain init container hostPort", testobj.DS(surge, testobj.WithInitContainer(corev1.Container{Name: "dns", Image: "example/dns:v1",
 			Ports: []corev1.ContainerPort{dns}})), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := findingsOf(Evaluate(tt.ds, Env{Policy: Rules().Default(), Now: testNow}), surgeHostPortID)
+			fs := findingsOf(Evaluate(tt.ds, Env{Policy: Rules().Default(), Now: testobj.Now}), surgeHostPortID)
 			if tt.want == "" {
 				if len(fs) > 0 {
 					t.Fatalf("want no finding, got:\n%s", describeFindings(fs))

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 )
 
 func TestCheckUpdateStrategy(t *testing.T) {
@@ -15,12 +17,12 @@ func TestCheckUpdateStrategy(t *testing.T) {
 		ds   *appsv1.DaemonSet
 		want []wantFinding
 	}{
-		{name: "RollingUpdate", ds: newDS()},
-		{name: "type unset (defaults to RollingUpdate)", ds: newDS(withStrategyType(""), withoutRollingUpdate)},
-		{name: "type unset with rollingUpdate", ds: newDS(withStrategyType(""))},
-		{name: "OnDelete", ds: newDS(withStrategyType(appsv1.OnDeleteDaemonSetStrategyType), withoutRollingUpdate),
+		{name: "RollingUpdate", ds: testobj.DS()},
+		{name: "type unset (defaults to RollingUpdate)", ds: testobj.DS(testobj.WithStrategyType(""), testobj.WithoutRollingUpdate)},
+		{name: "type unset with rollingUpdate", ds: testobj.DS(testobj.WithStrategyType(""))},
+		{name: "OnDelete", ds: testobj.DS(testobj.WithStrategyType(appsv1.OnDeleteDaemonSetStrategyType), testobj.WithoutRollingUpdate),
 			want: onDelete},
-		{name: "OnDelete ignores a leftover rollingUpdate", ds: newDS(withStrategyType(appsv1.OnDeleteDaemonSetStrategyType)),
+		{name: "OnDelete ignores a leftover rollingUpdate", ds: testobj.DS(testobj.WithStrategyType(appsv1.OnDeleteDaemonSetStrategyType)),
 			want: onDelete},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/report"
 )
@@ -178,7 +179,7 @@ func (a *Auditor) audit(ctx context.Context) error {
 }
 
 // observe compares one DaemonSet with what was seen before and reports changes.
-func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *policy.NodeSnapshot) {
+func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *coverage.NodeSnapshot) {
 	key := e.Key()
 	ds := e.DaemonSet
 	mem, known := a.seen[key]
@@ -231,7 +232,7 @@ func isGapState(s policy.StatusState) bool {
 }
 
 // investigate says, node by node, why the DaemonSet has no ready Pod there.
-func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry, snap *policy.NodeSnapshot) string {
+func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry, snap *coverage.NodeSnapshot) string {
 	if a.Pods == nil {
 		return "no Pod reader configured"
 	}
@@ -274,7 +275,7 @@ func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, 
 
 // countedGaps maps each node skipped for an untolerated, non-transient taint
 // to the reason. Transient taints (a node joining) never raise an Event.
-func countedGaps(cov *policy.Coverage) map[string]string {
+func countedGaps(cov *coverage.Coverage) map[string]string {
 	out := map[string]string{}
 	for _, s := range cov.Gaps() {
 		for _, n := range s.Nodes {
@@ -317,9 +318,9 @@ func (a *Auditor) record(e *report.AuditEntry) {
 	for _, s := range e.Coverage.Skips {
 		reason := string(s.Kind)
 		switch {
-		case s.Kind == policy.SkipTaint && s.Transient:
+		case s.Kind == coverage.SkipTaint && s.Transient:
 			reason = "transient-taint"
-		case s.Kind == policy.SkipTaint && e.Intended != "":
+		case s.Kind == coverage.SkipTaint && e.Intended != "":
 			// Declared with coverage.dsguard.io/intended: kept apart
 			// so that alerts on reason="taint" see only real gaps.
 			reason = "intended-taint"

@@ -16,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -43,7 +44,7 @@ type DaemonSetHandler struct {
 	ownNamespace string
 	// nodes gives the current node snapshot; nil (or a nil snapshot) skips
 	// the node-dependent rules.
-	nodes func() *policy.NodeSnapshot
+	nodes func() *coverage.NodeSnapshot
 	now   func() time.Time
 
 	// FailOpenNamespaces are the infrastructure namespaces (CNI, storage
@@ -67,7 +68,7 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metric
 		source:       source,
 		metrics:      m,
 		ownNamespace: ownNamespace,
-		nodes:        func() *policy.NodeSnapshot { return nil },
+		nodes:        func() *coverage.NodeSnapshot { return nil },
 		now:          time.Now,
 	}
 	if nodes != nil {

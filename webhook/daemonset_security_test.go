@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/coverage"
 )
 
 // TestDaemonSetHandler_FailOpenNamespaces: in an infrastructure namespace
@@ -96,7 +96,7 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 func TestDaemonSetHandler_PanicIsAnError(t *testing.T) {
 	h, _, m := newTestHandler(t, "")
 	h.FailOpenNamespaces = []string{"calico-system"}
-	h.nodes = func() *policy.NodeSnapshot { panic("boom") }
+	h.nodes = func() *coverage.NodeSnapshot { panic("boom") }
 	resp := h.Handle(t.Context(), request(t, admissionv1.Create, compliantDS(), nil))
 	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError || !strings.Contains(resp.Result.Message, "boom") {
 		t.Fatalf("panic outside the fail-open list: %+v", resp.Result)

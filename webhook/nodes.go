@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/coverage"
 )
 
-// NodeView keeps a precomputed policy.NodeSnapshot of the cluster's nodes,
+// NodeView keeps a precomputed coverage.NodeSnapshot of the cluster's nodes,
 // rebuilt shortly after any node changes. The request path only loads a
 // pointer; a replica that has not seen the nodes yet is not ready, so it never
 // judges coverage on an empty cluster.
@@ -29,7 +29,7 @@ type NodeView struct {
 	// one rebuild.
 	Debounce time.Duration
 
-	snapshot atomic.Pointer[policy.NodeSnapshot]
+	snapshot atomic.Pointer[coverage.NodeSnapshot]
 	mu       sync.Mutex
 	subs     []chan struct{}
 }
@@ -39,7 +39,7 @@ type NodeView struct {
 func (v *NodeView) NeedLeaderElection() bool { return false }
 
 // Snapshot returns the current snapshot, or nil before the first sync.
-func (v *NodeView) Snapshot() *policy.NodeSnapshot { return v.snapshot.Load() }
+func (v *NodeView) Snapshot() *coverage.NodeSnapshot { return v.snapshot.Load() }
 
 // Subscribe returns a channel that receives a value after every rebuild.
 // Sends never block: a slow reader sees one pending notification.
@@ -102,7 +102,7 @@ func (v *NodeView) rebuild(ctx context.Context) error {
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
 	}
-	snap := policy.NewNodeSnapshot(nodes)
+	snap := coverage.NewNodeSnapshot(nodes)
 	v.snapshot.Store(snap)
 	v.Log.V(1).Info("node view rebuilt", "nodes", snap.Len(), "classes", snap.Classes())
 	v.mu.Lock()
@@ -138,10 +138,10 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// StripNode is the node informer's cache transform (see policy.StripNode).
+// StripNode is the node informer's cache transform (see coverage.StripNode).
 func StripNode(obj any) (any, error) {
 	if n, ok := obj.(*corev1.Node); ok {
-		return policy.StripNode(n), nil
+		return coverage.StripNode(n), nil
 	}
 	return obj, nil
 }

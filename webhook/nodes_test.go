@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/coverage"
 )
 
 func TestStripNode_KeepsOnlyWhatThePredictionReads(t *testing.T) {
@@ -46,11 +46,11 @@ func TestStripNode_KeepsOnlyWhatThePredictionReads(t *testing.T) {
 }
 
 func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
-	cov := &policy.Coverage{Total: 6, Eligible: 1, Skips: []policy.Skip{
-		{Kind: policy.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}, Nodes: []string{"infra-1", "infra-2"}},
-		{Kind: policy.SkipTaint, Taint: corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, Transient: true, Nodes: []string{"joining-1"}},
-		{Kind: policy.SkipSelector, Nodes: []string{"gpu-1"}},
-		{Kind: policy.SkipOSArch, Nodes: []string{"win-1"}},
+	cov := &coverage.Coverage{Total: 6, Eligible: 1, Skips: []coverage.Skip{
+		{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}, Nodes: []string{"infra-1", "infra-2"}},
+		{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, Transient: true, Nodes: []string{"joining-1"}},
+		{Kind: coverage.SkipSelector, Nodes: []string{"gpu-1"}},
+		{Kind: coverage.SkipOSArch, Nodes: []string{"win-1"}},
 	}}
 	got := countedGaps(cov)
 	if len(got) != 2 || got["infra-1"] == "" || got["infra-2"] == "" {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/report"
 	dswebhook "github.com/dsguard/dsguard/webhook"
@@ -184,7 +185,7 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 	for i := range nodeList.Items {
 		nodes[i] = &nodeList.Items[i]
 	}
-	snap := policy.NewNodeSnapshot(nodes)
+	snap := coverage.NewNodeSnapshot(nodes)
 	var dss []*appsv1.DaemonSet
 	for i := range dsList.Items {
 		if name == "" || dsList.Items[i].Name == name {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/report"
@@ -65,7 +66,7 @@ func newCheckCommand() *cobra.Command {
 				if len(nodes.Nodes) == 0 {
 					return fmt.Errorf("%s holds no Node objects (want the output of kubectl get nodes -o yaml)", nodesFile)
 				}
-				env.Nodes = policy.NewNodeSnapshot(nodes.Nodes)
+				env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
 			}
 			rep := report.Check(&set, env, namespace)
 			var err error

@@ -12,13 +12,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
 // AuditInput is what one audit pass looks at.
 type AuditInput struct {
 	DaemonSets []*appsv1.DaemonSet
-	Nodes      *policy.NodeSnapshot
+	Nodes      *coverage.NodeSnapshot
 	Policy     *policy.Policy
 	Now        time.Time
 	// GapSince holds when each DaemonSet's current gap was first seen (kept
@@ -56,7 +57,7 @@ func (g GapClock) Observe(dss []*appsv1.DaemonSet, now time.Time) {
 type AuditEntry struct {
 	DaemonSet *appsv1.DaemonSet
 	Status    policy.StatusAssessment
-	Coverage  policy.Coverage
+	Coverage  coverage.Coverage
 	// Skipped counts the nodes left out by untolerated, non-transient
 	// taints: the gap the status counters cannot show.
 	Skipped int
@@ -64,7 +65,7 @@ type AuditEntry struct {
 	Intended string
 	Findings []policy.Finding
 	// Investigation is filled by the caller for entries with a gap.
-	Investigation []policy.NodeDiagnosis
+	Investigation []coverage.NodeDiagnosis
 }
 
 // Key returns the DaemonSet's namespaced name.
@@ -142,7 +143,7 @@ func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
 func auditDetails(e *AuditEntry) []string {
 	var out []string
 	for _, s := range e.Coverage.Skips {
-		if s.Kind != policy.SkipTaint && s.Kind != policy.SkipNodeName {
+		if s.Kind != coverage.SkipTaint && s.Kind != coverage.SkipNodeName {
 			continue
 		}
 		note := ""
@@ -169,17 +170,17 @@ func auditDetails(e *AuditEntry) []string {
 }
 
 type jsonAuditEntry struct {
-	Namespace     string                 `json:"namespace"`
-	Name          string                 `json:"name"`
-	Status        appsv1.DaemonSetStatus `json:"status"`
-	State         policy.StatusState     `json:"state"`
-	Reason        string                 `json:"reason"`
-	Gap           int32                  `json:"gap"`
-	HasGap        bool                   `json:"hasGap"`
-	Predicted     *jsonCoverage          `json:"predicted,omitempty"`
-	Intended      string                 `json:"intended,omitempty"`
-	Investigation []policy.NodeDiagnosis `json:"investigation"`
-	Findings      []policy.Finding       `json:"findings"`
+	Namespace     string                   `json:"namespace"`
+	Name          string                   `json:"name"`
+	Status        appsv1.DaemonSetStatus   `json:"status"`
+	State         policy.StatusState       `json:"state"`
+	Reason        string                   `json:"reason"`
+	Gap           int32                    `json:"gap"`
+	HasGap        bool                     `json:"hasGap"`
+	Predicted     *jsonCoverage            `json:"predicted,omitempty"`
+	Intended      string                   `json:"intended,omitempty"`
+	Investigation []coverage.NodeDiagnosis `json:"investigation"`
+	Findings      []policy.Finding         `json:"findings"`
 }
 
 type jsonCoverage struct {
@@ -190,10 +191,10 @@ type jsonCoverage struct {
 }
 
 type jsonSkip struct {
-	Kind      policy.SkipKind `json:"kind"`
-	Reason    string          `json:"reason"`
-	Transient bool            `json:"transient,omitempty"`
-	Nodes     []string        `json:"nodes"`
+	Kind      coverage.SkipKind `json:"kind"`
+	Reason    string            `json:"reason"`
+	Transient bool              `json:"transient,omitempty"`
+	Nodes     []string          `json:"nodes"`
 }
 
 // WriteAuditJSON renders the audit for machines: an AuditReport object with
@@ -208,7 +209,7 @@ func WriteAuditJSON(w io.Writer, entries []AuditEntry, nodesKnown bool) error {
 			Intended: e.Intended, Investigation: e.Investigation, Findings: e.Findings,
 		}
 		if j.Investigation == nil {
-			j.Investigation = []policy.NodeDiagnosis{}
+			j.Investigation = []coverage.NodeDiagnosis{}
 		}
 		if j.Findings == nil {
 			j.Findings = []policy.Finding{}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkAudit(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		snap := policy.NewNodeSnapshot(nodes)
+		snap := coverage.NewNodeSnapshot(nodes)
 		entries := Audit(AuditInput{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, Window: 5 * time.Minute})
 		if err := WriteAuditTable(io.Discard, entries, true); err != nil {
 			b.Fatal(err)

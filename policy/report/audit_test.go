@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -29,7 +30,7 @@ func auditDS(name string, desired, ready int32, tolerations ...corev1.Toleration
 
 func TestAudit_TableAndJSON(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	nodes := policy.NewNodeSnapshot([]*corev1.Node{
+	nodes := coverage.NewNodeSnapshot([]*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
 			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
@@ -53,7 +54,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	if entries[1].HasGap() || entries[2].Skipped != 1 || !entries[2].HasGap() {
 		t.Errorf("healthy hasGap=%v, taint-gap skipped=%d hasGap=%v", entries[1].HasGap(), entries[2].Skipped, entries[2].HasGap())
 	}
-	entries[0].Investigation = []policy.NodeDiagnosis{{Node: "worker-2", Pod: "gap-x", State: "Waiting", Reason: "container agent: CrashLoopBackOff"}}
+	entries[0].Investigation = []coverage.NodeDiagnosis{{Node: "worker-2", Pod: "gap-x", State: "Waiting", Reason: "container agent: CrashLoopBackOff"}}
 
 	var table bytes.Buffer
 	if err := WriteAuditTable(&table, entries, true); err != nil {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/coverage"
 )
 
 const (
@@ -36,7 +36,7 @@ const (
 type result struct {
 	*scenario
 	nodes     []*corev1.Node // as the API server stores them
-	predicted policy.Coverage
+	predicted coverage.Coverage
 	eligible  []string // predicted eligible nodes, sorted
 	created   *appsv1.DaemonSet
 	status    appsv1.DaemonSetStatus
@@ -192,8 +192,8 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 
 	// Predict on the nodes as stored, then create the DaemonSets.
 	for _, res := range batch {
-		snap := policy.NewNodeSnapshot(res.nodes)
-		res.predicted = policy.PredictCoverage(res.ds, snap)
+		snap := coverage.NewNodeSnapshot(res.nodes)
+		res.predicted = coverage.Predict(res.ds, snap)
 		res.eligible = eligibleNodes(res.nodes, res.predicted)
 		st.scenarios++
 		st.nodes += len(res.nodes)
@@ -225,9 +225,9 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 	for i := range all.Items {
 		allNodes[i] = &all.Items[i]
 	}
-	allSnap := policy.NewNodeSnapshot(allNodes)
+	allSnap := coverage.NewNodeSnapshot(allNodes)
 	for _, res := range batch {
-		c := policy.PredictCoverage(res.ds, allSnap)
+		c := coverage.Predict(res.ds, allSnap)
 		if c.Eligible != res.predicted.Eligible || !slices.Equal(eligibleNodes(allNodes, c), res.eligible) {
 			t.Errorf("scenario %d: over all %d nodes the prediction is %d eligible %v, over its own nodes %d %v\n%s",
 				res.id, len(allNodes), c.Eligible, eligibleNodes(allNodes, c), res.predicted.Eligible, res.eligible, report(res))
@@ -331,7 +331,7 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 				st.kinds = map[string]int{}
 			}
 			k := string(s.Kind)
-			if s.Kind == policy.SkipTaint {
+			if s.Kind == coverage.SkipTaint {
 				k += "(" + string(s.Taint.Effect) + ")"
 				if s.Transient {
 					k += "transient"
@@ -362,7 +362,7 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 }
 
 // eligibleNodes returns, sorted, the nodes the prediction does not skip.
-func eligibleNodes(nodes []*corev1.Node, c policy.Coverage) []string {
+func eligibleNodes(nodes []*corev1.Node, c coverage.Coverage) []string {
 	skipped := map[string]bool{}
 	for _, s := range c.Skips {
 		for _, n := range s.Nodes {
@@ -401,16 +401,16 @@ func checkCoverageShape(res *result) error {
 			seen[name] = true
 			n := byName[name]
 			switch s.Kind {
-			case policy.SkipNodeName:
+			case coverage.SkipNodeName:
 				if spec.NodeName == "" || spec.NodeName == name {
 					return fmt.Errorf("node %s skipped for nodeName %q", name, spec.NodeName)
 				}
-			case policy.SkipTaint:
+			case coverage.SkipTaint:
 				if s.Taint.Effect == corev1.TaintEffectPreferNoSchedule ||
 					!slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t == s.Taint }) {
 					return fmt.Errorf("node %s skipped for taint %v it does not carry or that cannot exclude", name, s.Taint)
 				}
-			case policy.SkipSelector, policy.SkipOSArch:
+			case coverage.SkipSelector, coverage.SkipOSArch:
 			default:
 				return fmt.Errorf("unknown skip kind %q", s.Kind)
 			}

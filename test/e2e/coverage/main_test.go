@@ -1,7 +1,7 @@
 // Package coverage proves dsguard's coverage model against the real
 // DaemonSet controller: random node sets and DaemonSets go to a real
 // kube-apiserver with a real kube-controller-manager, and every prediction of
-// policy.PredictCoverage must equal the controller's
+// coverage.Predict must equal the controller's
 // status.desiredNumberScheduled and the set of nodes it creates Pods for.
 package coverage
 

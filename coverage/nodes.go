@@ -1,4 +1,4 @@
-package policy
+package coverage
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package policy
+package coverage
 
 import (
 	"fmt"
@@ -52,7 +52,7 @@ func (s Skip) Reason() string {
 	case SkipSelector:
 		return "nodeSelector or node affinity does not match"
 	default:
-		return "taint " + taintString(s.Taint) + " not tolerated"
+		return "taint " + s.Taint.ToString() + " not tolerated"
 	}
 }
 
@@ -103,10 +103,10 @@ func (c *Coverage) Gaps() []Skip {
 }
 
 // GapNodes returns how many nodes Gaps covers.
-func (c *Coverage) GapNodes() int { return nodesIn(c.Gaps()) }
+func (c *Coverage) GapNodes() int { return NodesIn(c.Gaps()) }
 
-// nodesIn counts the nodes of skips.
-func nodesIn(skips []Skip) int {
+// NodesIn counts the nodes of skips.
+func NodesIn(skips []Skip) int {
 	n := 0
 	for _, s := range skips {
 		n += len(s.Nodes)
@@ -132,13 +132,13 @@ var transientTaints = map[string]bool{
 	"ToBeDeletedByClusterAutoscaler":                 true,
 }
 
-// PredictCoverage reproduces the DaemonSet controller's placement decision
+// Predict reproduces the DaemonSet controller's placement decision
 // (nodeShouldRunDaemonPod in pkg/controller/daemon): a node counts when the
 // template's nodeName is empty or names it, the required node affinity
 // (nodeSelector included) matches, and no NoSchedule or NoExecute taint is
 // left untolerated by the template's tolerations plus those the controller
 // adds. spec.unschedulable (cordon) plays no part: daemon Pods tolerate it.
-func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
+func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	cov := Coverage{Total: nodes.Len()}
 	spec := &ds.Spec.Template.Spec
 	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
@@ -154,7 +154,9 @@ func PredictCoverage(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	group := func(kind SkipKind, taint *corev1.Taint, n int) int32 {
 		key := string(kind)
 		if taint != nil {
-			key += "\x00" + taintString(*taint)
+			// A grouping key, not a message: concatenation, no fmt, on
+			// the request path.
+			key += "\x00" + taint.Key + "\x00" + taint.Value + "\x00" + string(taint.Effect)
 		}
 		g, ok := index[key]
 		if !ok {
@@ -341,16 +343,16 @@ var osArchLabels = map[string]bool{
 	"beta.kubernetes.io/arch": true,
 }
 
-// isOSArchLabel reports whether a node label key selects by operating system
+// IsOSArchLabel reports whether a node label key selects by operating system
 // or architecture alone.
-func isOSArchLabel(key string) bool { return osArchLabels[key] }
+func IsOSArchLabel(key string) bool { return osArchLabels[key] }
 
 // withoutOSArch returns the required node affinity with every OS and
 // architecture requirement dropped.
 func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 	selector := map[string]string{}
 	for k, v := range spec.NodeSelector {
-		if !isOSArchLabel(k) {
+		if !IsOSArchLabel(k) {
 			selector[k] = v
 		}
 	}
@@ -365,7 +367,7 @@ func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 			}
 			nt := corev1.NodeSelectorTerm{MatchFields: t.MatchFields}
 			for _, r := range t.MatchExpressions {
-				if !isOSArchLabel(r.Key) {
+				if !IsOSArchLabel(r.Key) {
 					nt.MatchExpressions = append(nt.MatchExpressions, r)
 				}
 			}
@@ -384,11 +386,4 @@ func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 		}
 	}
 	return nodeaffinity.NewRequiredNodeAffinity(selector, affinity)
-}
-
-func taintString(t corev1.Taint) string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }

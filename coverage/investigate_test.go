@@ -1,4 +1,4 @@
-package policy
+package coverage
 
 import (
 	"reflect"
@@ -86,7 +86,7 @@ func TestEligibleNodes(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "w-2"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}},
 	})
-	cov := PredictCoverage(&appsv1.DaemonSet{}, nodes)
+	cov := Predict(&appsv1.DaemonSet{}, nodes)
 	if got := EligibleNodes(&cov, nodes); !reflect.DeepEqual(got, []string{"w-1", "w-2"}) {
 		t.Errorf("eligible = %v, want [w-1 w-2]", got)
 	}

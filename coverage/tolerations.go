@@ -1,4 +1,4 @@
-package policy
+package coverage
 
 import (
 	"github.com/go-logr/logr"
@@ -28,9 +28,9 @@ var hostNetworkToleration = corev1.Toleration{
 	Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 }
 
-// toleratedByDaemonPod reports whether a daemon Pod made from spec tolerates
+// ToleratedByDaemonPod reports whether a daemon Pod made from spec tolerates
 // taint, counting the tolerations the controller adds. It does not allocate.
-func toleratedByDaemonPod(spec *corev1.PodSpec, taint *corev1.Taint) bool {
+func ToleratedByDaemonPod(spec *corev1.PodSpec, taint *corev1.Taint) bool {
 	log := logr.Discard()
 	if schedulingcorev1.TolerationsTolerateTaint(log, spec.Tolerations, taint, comparisonOperatorsEnabled) ||
 		schedulingcorev1.TolerationsTolerateTaint(log, daemonPodTolerations, taint, comparisonOperatorsEnabled) {

@@ -1,4 +1,4 @@
-package policy
+package coverage
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ type NodeDiagnosis struct {
 }
 
 // EligibleNodes returns, sorted, the nodes of the snapshot that a prediction
-// made on it (PredictCoverage(ds, nodes)) does not skip.
+// made on it (Predict(ds, nodes)) does not skip.
 func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
 	skipped := make(map[string]bool, cov.Skipped())
 	for _, s := range cov.Skips {
@@ -48,7 +48,7 @@ func InvestigateGap(ds *appsv1.DaemonSet, eligible []string, pods []corev1.Pod) 
 		if !ownedBy(p, ds) || p.DeletionTimestamp != nil {
 			continue
 		}
-		node := daemonPodNode(p)
+		node := DaemonPodNode(p)
 		// Prefer a ready Pod, then the newest, when a node has several.
 		if cur, ok := byNode[node]; !ok || (!podReady(cur) && (podReady(p) || p.CreationTimestamp.After(cur.CreationTimestamp.Time))) {
 			byNode[node] = p
@@ -80,10 +80,10 @@ func ownedBy(p *corev1.Pod, ds *appsv1.DaemonSet) bool {
 	return false
 }
 
-// daemonPodNode is the node a daemon Pod is bound to, or, before the
+// DaemonPodNode is the node a daemon Pod is bound to, or, before the
 // scheduler binds it, the node its required affinity names (the controller
 // pins each Pod with a matchFields term on metadata.name).
-func daemonPodNode(p *corev1.Pod) string {
+func DaemonPodNode(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
 	}
