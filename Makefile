@@ -57,7 +57,7 @@ bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonS
 
 .PHONY: fuzz
 fuzz: ## Fuzz the policy parser and the manifest decoder (FUZZTIME each, default 1m)
-	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $${FUZZTIME:-1m} ./policy
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $${FUZZTIME:-1m} ./policy/rules
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-1m} ./policy/manifest
 
 .PHONY: lint

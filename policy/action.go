@@ -88,6 +88,9 @@ func (e Enforcement) valid() bool {
 
 func (a Action) String() string { return string(a) }
 
+// ActionNames returns the actions as strings, for field.NotSupported.
+func ActionNames() []string { return stringsOf(Actions) }
+
 func stringsOf[T ~string](vs []T) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {

@@ -72,8 +72,8 @@ func (e Exemption) Expired(now time.Time) bool {
 	return !e.Expires.IsZero() && !now.Before(e.Expires)
 }
 
-// intendedCoverage returns the declared reason for skipping nodes, if any.
-func intendedCoverage(annotations map[string]string) (string, bool) {
+// IntendedCoverage returns the declared reason for skipping nodes, if any.
+func IntendedCoverage(annotations map[string]string) (string, bool) {
 	v, ok := annotations[IntendedCoverageAnnotation]
 	v = strings.TrimSpace(v)
 	return v, ok && v != ""

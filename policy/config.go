@@ -124,6 +124,24 @@ func (rc *RulesConfig) Options(id string) *RuleOptions {
 	return nil
 }
 
+// IDs returns the IDs of the rules configured, in catalogue order.
+func (rc *RulesConfig) IDs() []string {
+	ids := make([]string, 0, len(rc.rules()))
+	for _, r := range rc.rules() {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// Params returns the parameters of rule id, a pointer to the rule's own
+// parameter type; nil for a rule the config does not have.
+func (rc *RulesConfig) Params(id string) any {
+	if c, ok := rc.byID[id]; ok {
+		return c.params()
+	}
+	return nil
+}
+
 // RuleConfigOf returns the part of c for rule id, typed with the rule's
 // parameters; nil when there is no such rule or P is not its parameter type.
 func RuleConfigOf[P any](c *Config, id string) *RuleConfig[P] {

@@ -57,13 +57,13 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	if p == nil {
 		return nil
 	}
-	namespace := namespaceOf(ds)
+	namespace := NamespaceOf(ds)
 	env.Policy = p
 	if env.Now.IsZero() {
 		// A zero time would make every exemption eternal.
 		env.Now = time.Now()
 	}
-	ceiling := p.ceilingFor(namespace)
+	ceiling := p.CeilingFor(namespace)
 	var out []Finding
 	for i := range p.rules {
 		rs := &p.rules[i]
@@ -108,7 +108,7 @@ func (env *Env) ReportedTaints(ds *appsv1.DaemonSet) []corev1.Taint {
 	if env.Policy == nil {
 		return nil
 	}
-	namespace := namespaceOf(ds)
+	namespace := NamespaceOf(ds)
 	var out []corev1.Taint
 	for i := range env.Policy.rules {
 		rs := &env.Policy.rules[i]
@@ -119,17 +119,17 @@ func (env *Env) ReportedTaints(ds *appsv1.DaemonSet) []corev1.Taint {
 	return out
 }
 
-// matchesAnyTaint reports whether t matches one of patterns by key and
+// MatchesAnyTaint reports whether t matches one of patterns by key and
 // effect, and by value unless the pattern's value is empty.
-func matchesAnyTaint(patterns []corev1.Taint, t corev1.Taint) bool {
+func MatchesAnyTaint(patterns []corev1.Taint, t corev1.Taint) bool {
 	return slices.ContainsFunc(patterns, func(p corev1.Taint) bool {
 		return p.Key == t.Key && p.Effect == t.Effect && (p.Value == "" || p.Value == t.Value)
 	})
 }
 
-// namespaceOf is the namespace a DaemonSet is judged in: "default" when the
+// NamespaceOf is the namespace a DaemonSet is judged in: "default" when the
 // manifest names none.
-func namespaceOf(ds *appsv1.DaemonSet) string {
+func NamespaceOf(ds *appsv1.DaemonSet) string {
 	if ds.Namespace == "" {
 		return "default"
 	}

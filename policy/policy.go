@@ -41,16 +41,18 @@ type scope struct {
 }
 
 func (s *scope) matches(namespace string, dsLabels map[string]string) bool {
-	if len(s.include) > 0 && !matchAnyGlob(s.include, namespace) {
+	if len(s.include) > 0 && !MatchAnyGlob(s.include, namespace) {
 		return false
 	}
-	if matchAnyGlob(s.exclude, namespace) {
+	if MatchAnyGlob(s.exclude, namespace) {
 		return false
 	}
 	return s.selector == nil || s.selector.Matches(labels.Set(dsLabels))
 }
 
-func matchAnyGlob(globs []string, s string) bool {
+// MatchAnyGlob reports whether s matches one of globs (path.Match syntax,
+// validated beforehand).
+func MatchAnyGlob(globs []string, s string) bool {
 	for _, g := range globs {
 		// Globs were validated at compile time, so an error cannot occur here.
 		if ok, _ := path.Match(g, s); ok {
@@ -167,11 +169,41 @@ func (p *Policy) RuleAction(id string) (Action, bool) {
 	return rs.action, true
 }
 
-// ceilingFor is the strongest action allowed in a namespace.
-func (p *Policy) ceilingFor(namespace string) Action {
+// Rule returns the rule with the given ID, when the policy has it.
+func (p *Policy) Rule(id string) (*Rule, bool) {
+	rs, ok := p.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return rs.rule, true
+}
+
+// AllowsExemptions reports whether exemption annotations for rule id take
+// effect: false for an unknown rule, a rule that cannot be exempted, or one
+// whose exemptions the policy forbids.
+func (p *Policy) AllowsExemptions(id string) bool {
+	rs, ok := p.byID[id]
+	return ok && rs.allowExemptions
+}
+
+// ParamsOf returns the compiled parameters of rule id; false when there is no
+// such rule or P is not its parameter type.
+func ParamsOf[P any](p *Policy, id string) (*P, bool) {
+	rs, ok := p.byID[id]
+	if !ok {
+		return nil, false
+	}
+	params, ok := rs.params.(*P)
+	return params, ok
+}
+
+// CeilingFor is the strongest action allowed in a namespace, by the
+// policy-wide enforcement and the first namespaceEnforcement entry that
+// matches.
+func (p *Policy) CeilingFor(namespace string) Action {
 	c := p.enforcement.ceiling()
 	for _, ne := range p.namespaceEnforcement {
-		if matchAnyGlob(ne.globs, namespace) {
+		if MatchAnyGlob(ne.globs, namespace) {
 			return c.Weaker(ne.ceiling)
 		}
 	}

@@ -47,13 +47,13 @@ type ParamDoc struct {
 	Description string
 }
 
-// newRule binds a check over typed parameters to a rule's description.
+// NewRule binds a check over typed parameters to a rule's description.
 // defaults returns fresh default parameters (nil: the zero value). The
 // registry decodes the rule's "parameters" in the policy into P, over the
 // defaults, so a rule is declared in one place. The type assertion here is
 // the only place parameters are untyped: the policy compiler hands each rule
 // the parameters decoded for it.
-func newRule[P any](r Rule, defaults func() P, check func(ds *appsv1.DaemonSet, env *Env, p *P) []Finding) *Rule {
+func NewRule[P any](r Rule, defaults func() P, check func(ds *appsv1.DaemonSet, env *Env, p *P) []Finding) *Rule {
 	r.check = func(ds *appsv1.DaemonSet, env *Env, params any) []Finding {
 		return check(ds, env, params.(*P))
 	}
@@ -68,11 +68,11 @@ func newRule[P any](r Rule, defaults func() P, check func(ds *appsv1.DaemonSet, 
 	return &r
 }
 
-// withReportedTaints declares which taints r's findings already name for a
+// WithReportedTaints declares which taints r's findings already name for a
 // DaemonSet (an empty value stands for every value of the key), so that a rule
 // speaking of the same skipped nodes leaves them out. P must be the
 // parameter type r was made with.
-func withReportedTaints[P any](r *Rule, taints func(ds *appsv1.DaemonSet, p *P) []corev1.Taint) *Rule {
+func WithReportedTaints[P any](r *Rule, taints func(ds *appsv1.DaemonSet, p *P) []corev1.Taint) *Rule {
 	r.reportedTaints = func(ds *appsv1.DaemonSet, params any) []corev1.Taint {
 		return taints(ds, params.(*P))
 	}
@@ -114,7 +114,7 @@ func (r *Rule) wellFormed() error {
 	case !r.DefaultAction.Valid():
 		return fmt.Errorf("rule %s: invalid default action %q", r.ID, r.DefaultAction)
 	case r.check == nil || r.newConfig == nil:
-		return fmt.Errorf("rule %s: not made by newRule", r.ID)
+		return fmt.Errorf("rule %s: not made by NewRule", r.ID)
 	}
 	return nil
 }
@@ -127,29 +127,3 @@ func (reg *Registry) Get(id string) (*Rule, bool) {
 	r, ok := reg.byID[id]
 	return r, ok
 }
-
-// builtinRules is the catalogue. It is built explicitly, not by init()
-// side effects, so that reading this list tells the whole story.
-var builtinRules = mustRegistry(
-	controlPlaneTolerationRule,
-	surgeHostPortRule,
-	maxUnavailableRule,
-	readinessProbeRule,
-	hostPathReadOnlyRule,
-	privilegedRule,
-	imagePinnedRule,
-	updateStrategyRule,
-	nodeCoverageRule,
-	invalidAnnotationRule,
-)
-
-func mustRegistry(rules ...*Rule) *Registry {
-	reg, err := NewRegistry(rules...)
-	if err != nil {
-		panic(err)
-	}
-	return reg
-}
-
-// Rules returns dsguard's rule catalogue.
-func Rules() *Registry { return builtinRules }

@@ -9,9 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// paramValidator is implemented by parameter types that have constraints.
-type paramValidator interface {
-	validate(fldPath *field.Path) field.ErrorList
+// ParamValidator is implemented by parameter types that have constraints
+// beyond their Go types; the registry calls it on the decoded parameters.
+type ParamValidator interface {
+	Validate(fldPath *field.Path) field.ErrorList
 }
 
 // ValidateConfig checks a decoded policy and returns every problem, each with
@@ -54,7 +55,7 @@ func ValidateConfig(c *Config) field.ErrorList {
 		if len(ne.Namespaces) == 0 {
 			errs = append(errs, field.Required(p.Child("namespaces"), "at least one namespace or glob"))
 		}
-		errs = append(errs, validateGlobs(ne.Namespaces, p.Child("namespaces"))...)
+		errs = append(errs, ValidateGlobs(ne.Namespaces, p.Child("namespaces"))...)
 		if !ne.Enforcement.valid() {
 			errs = append(errs, field.NotSupported(p.Child("enforcement"), ne.Enforcement, stringsOf(Enforcements)))
 		}
@@ -74,19 +75,21 @@ func validateRuleConfig(rc ruleConfig, p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("action"), action, stringsOf(Actions)))
 	}
 	sp := p.Child("scope")
-	errs = append(errs, validateGlobs(scope.Namespaces.Include, sp.Child("namespaces", "include"))...)
-	errs = append(errs, validateGlobs(scope.Namespaces.Exclude, sp.Child("namespaces", "exclude"))...)
+	errs = append(errs, ValidateGlobs(scope.Namespaces.Include, sp.Child("namespaces", "include"))...)
+	errs = append(errs, ValidateGlobs(scope.Namespaces.Exclude, sp.Child("namespaces", "exclude"))...)
 	if scope.Selector != nil {
 		errs = append(errs, metav1validation.ValidateLabelSelector(scope.Selector.toLabelSelector(),
 			metav1validation.LabelSelectorValidationOptions{}, sp.Child("selector"))...)
 	}
-	if v, ok := rc.params().(paramValidator); ok {
-		errs = append(errs, v.validate(p.Child("parameters"))...)
+	if v, ok := rc.params().(ParamValidator); ok {
+		errs = append(errs, v.Validate(p.Child("parameters"))...)
 	}
 	return errs
 }
 
-func validateGlobs(globs []string, p *field.Path) field.ErrorList {
+// ValidateGlobs checks namespace globs (path.Match syntax): none empty, each
+// well-formed.
+func ValidateGlobs(globs []string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, g := range globs {
 		if g == "" {

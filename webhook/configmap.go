@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // PolicyConfigMapPath is where the API server sends reviews of the policy ConfigMap.
@@ -76,7 +77,7 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 			field.Required(keyPath, "the dsguard policy (a PolicyConfig YAML document)"),
 		})
 	}
-	if _, err := policy.Rules().Parse([]byte(data)); err != nil {
+	if _, err := rules.Builtin().Parse([]byte(data)); err != nil {
 		var errs field.ErrorList
 		if ce, ok := err.(*policy.ConfigError); ok {
 			for _, p := range ce.Problems {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // PolicySource holds the active policy. Readers take it lock-free on every
@@ -40,7 +41,7 @@ func (s *PolicySource) Current() *ActivePolicy { return s.active.Load() }
 // Load parses and validates data and, when it is good, makes it the active
 // policy; when it is bad, see Reject.
 func (s *PolicySource) Load(data []byte, origin string) error {
-	p, err := policy.Rules().Parse(data)
+	p, err := rules.Builtin().Parse(data)
 	if err != nil {
 		s.Reject(err, origin)
 		return err
@@ -62,7 +63,7 @@ func (s *PolicySource) Reject(err error, origin string) {
 	s.setDegraded(err)
 	s.count("invalid")
 	if s.active.Load() == nil {
-		s.swap(policy.Rules().Default(), "built-in defaults ("+origin+" is invalid)")
+		s.swap(rules.Builtin().Default(), "built-in defaults ("+origin+" is invalid)")
 	}
 }
 
@@ -72,7 +73,7 @@ func (s *PolicySource) UseDefaults(reason string) {
 	defer s.mu.Unlock()
 	s.setDegraded(nil)
 	s.count("defaults")
-	s.swap(policy.Rules().Default(), "built-in defaults ("+reason+")")
+	s.swap(rules.Builtin().Default(), "built-in defaults ("+reason+")")
 }
 
 // Degraded returns the error that keeps the intended policy from loading, or nil.

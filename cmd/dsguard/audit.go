@@ -21,6 +21,7 @@ import (
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/report"
+	"github.com/dsguard/dsguard/policy/rules"
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -150,7 +151,7 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 		if err != nil {
 			return nil, err
 		}
-		p, err := policy.Rules().Parse(data)
+		p, err := rules.Builtin().Parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.configFile, err)
 		}
@@ -160,11 +161,11 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 	err := c.Get(ctx, types.NamespacedName{Namespace: o.dsguardNamespace, Name: "dsguard-policy"}, &cm)
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		return policy.Rules().Default(), nil
+		return rules.Builtin().Default(), nil
 	case err != nil:
 		return nil, err
 	}
-	p, err := policy.Rules().Parse([]byte(cm.Data["policy.yaml"]))
+	p, err := rules.Builtin().Parse([]byte(cm.Data["policy.yaml"]))
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/dsguard-policy: %w", o.dsguardNamespace, err)
 	}

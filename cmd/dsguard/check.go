@@ -11,6 +11,7 @@ import (
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/report"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -40,13 +41,13 @@ func newCheckCommand() *cobra.Command {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("unknown output format %q (want text or json)", output)
 			}
-			pol := policy.Rules().Default()
+			pol := rules.Builtin().Default()
 			if configFile != "" {
 				data, err := os.ReadFile(configFile)
 				if err != nil {
 					return err
 				}
-				if pol, err = policy.Rules().Parse(data); err != nil {
+				if pol, err = rules.Builtin().Parse(data); err != nil {
 					return fmt.Errorf("%s: %w", configFile, err)
 				}
 			}

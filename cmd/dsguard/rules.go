@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 func newRulesCommand() *cobra.Command {
@@ -18,9 +18,9 @@ func newRulesCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
 			case "text":
-				return policy.Rules().WriteCatalogueText(cmd.OutOrStdout())
+				return rules.Builtin().WriteCatalogueText(cmd.OutOrStdout())
 			case "markdown":
-				return policy.Rules().WriteCatalogueMarkdown(cmd.OutOrStdout())
+				return rules.Builtin().WriteCatalogueMarkdown(cmd.OutOrStdout())
 			}
 			return fmt.Errorf("unknown output format %q (want text or markdown)", output)
 		},

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsguard/dsguard/coverage"
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // BenchmarkAudit measures one audit pass of `dsguard audit -A` after the API
@@ -44,7 +44,7 @@ func BenchmarkAudit(b *testing.B) {
 		}
 		dss = append(dss, ds)
 	}
-	pol := policy.Rules().Default()
+	pol := rules.Builtin().Default()
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {

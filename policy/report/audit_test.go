@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 func auditDS(name string, desired, ready int32, tolerations ...corev1.Toleration) *appsv1.DaemonSet {
@@ -41,7 +42,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	gap := auditDS("gap", 3, 2, all)
 	taintGap := auditDS("taint-gap", 2, 2) // skips cp-1, yet its counters look perfect
 	entries := Audit(AuditInput{
-		DaemonSets: []*appsv1.DaemonSet{taintGap, healthy, gap}, Nodes: nodes, Policy: policy.Rules().Default(), Now: now,
+		DaemonSets: []*appsv1.DaemonSet{taintGap, healthy, gap}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: now,
 		GapSince: map[types.NamespacedName]time.Time{{Namespace: "monitoring", Name: "gap"}: now.Add(-10 * time.Minute)},
 		Window:   5 * time.Minute,
 	})

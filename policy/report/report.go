@@ -5,6 +5,7 @@ package report
 import (
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // Verdict summarises one DaemonSet.
@@ -121,7 +122,7 @@ func (r *Report) Summary() Summary {
 
 // needsNodes reports whether any rule of the catalogue needs the node set.
 func needsNodes() bool {
-	for _, rule := range policy.Rules().Rules() {
+	for _, rule := range rules.Builtin().Rules() {
 		if rule.NeedsNodes {
 			return true
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -252,7 +252,7 @@ func TestTemplate_PolicyParsesInDsguard(t *testing.T) {
 				t.Fatalf("want one ConfigMap dsguard-policy labelled dsguard.io/policy=true, got %v", cms)
 			}
 			doc, _ := get(cms[0], "data", "policy.yaml").(string)
-			if _, err := policy.Rules().ParseConfig([]byte(doc)); err != nil {
+			if _, err := rules.Builtin().ParseConfig([]byte(doc)); err != nil {
 				t.Errorf("the rendered policy is refused by dsguard: %v\n%s", err, doc)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // schema is values.schema.json, loosely typed.
@@ -256,11 +257,11 @@ func TestSchema_AcceptsTheExamplePolicy(t *testing.T) {
 		}
 		objs := objects(t, e.template(t, h, "--values", file, "--show-only", "templates/policy-configmap.yaml"))
 		rendered, _ := get(objs[0], "data", "policy.yaml").(string)
-		cfg, err := policy.Rules().ParseConfig([]byte(rendered))
+		cfg, err := rules.Builtin().ParseConfig([]byte(rendered))
 		if err != nil {
 			t.Fatalf("%s: dsguard refuses the rendered example policy: %v", h.name, err)
 		}
-		want, err := policy.Rules().ParseConfig(example)
+		want, err := rules.Builtin().ParseConfig(example)
 		if err != nil {
 			t.Fatal(err)
 		}

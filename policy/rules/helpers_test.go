@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"slices"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // Mutators for newDS.
 
 // testEnv is the environment of direct check calls: the built-in policy
 // (as Evaluate would hand in) and the fixed time.
-func testEnv() *Env { return &Env{Policy: Rules().Default(), Now: testobj.Now} }
+func testEnv() *policy.Env { return &policy.Env{Policy: Builtin().Default(), Now: testobj.Now} }
 
 // wantFinding describes an expected finding: the exact field path, the action
 // the check itself sets ("" for none), what the message must start with
@@ -23,14 +24,14 @@ func testEnv() *Env { return &Env{Policy: Rules().Default(), Now: testobj.Now} }
 // must not contain (absent).
 type wantFinding struct {
 	field  string
-	action Action
+	action policy.Action
 	prefix string
 	msg    []string
 	absent []string
 }
 
 // assertFindings compares findings in order against the expectations.
-func assertFindings(t *testing.T, got []Finding, want []wantFinding) {
+func assertFindings(t *testing.T, got []policy.Finding, want []wantFinding) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d findings, want %d:\n%s", len(got), len(want), describeFindings(got))
@@ -86,22 +87,22 @@ type fieldErr struct {
 }
 
 // compileErr compiles cfg and expects a ConfigError naming field.
-func compileErr(t *testing.T, cfg *Config, fieldPath string) {
+func compileErr(t *testing.T, cfg *policy.Config, fieldPath string) {
 	t.Helper()
-	_, err := Compile(cfg)
+	_, err := policy.Compile(cfg)
 	if err == nil {
 		t.Fatalf("Compile accepted the config, want an error at %s", fieldPath)
 	}
-	ce, ok := err.(*ConfigError)
+	ce, ok := err.(*policy.ConfigError)
 	if !ok {
 		t.Fatalf("Compile error %T %v, want *ConfigError", err, err)
 	}
-	if !slices.ContainsFunc(ce.Problems, func(p ConfigProblem) bool { return p.Field == fieldPath }) {
+	if !slices.ContainsFunc(ce.Problems, func(p policy.ConfigProblem) bool { return p.Field == fieldPath }) {
 		t.Errorf("Compile error %v does not name %s", err, fieldPath)
 	}
 }
 
-func describeFindings(fs []Finding) string {
+func describeFindings(fs []policy.Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		b.WriteString("  " + f.RuleID + " " + string(f.Action) + " " + f.FieldString() + ": " + f.Message + "\n")
@@ -110,8 +111,8 @@ func describeFindings(fs []Finding) string {
 }
 
 // findingsOf returns the findings of one rule.
-func findingsOf(fs []Finding, ruleID string) []Finding {
-	var out []Finding
+func findingsOf(fs []policy.Finding, ruleID string) []policy.Finding {
+	var out []policy.Finding
 	for _, f := range fs {
 		if f.RuleID == ruleID {
 			out = append(out, f)
@@ -123,7 +124,7 @@ func findingsOf(fs []Finding, ruleID string) []Finding {
 // TestNewDSIsCompliant guards the builder: every rule test starts from a
 // DaemonSet that no rule flags.
 func TestNewDSIsCompliant(t *testing.T) {
-	if fs := Evaluate(testobj.DS(), Env{Policy: Rules().Default(), Now: testobj.Now}); len(fs) > 0 {
+	if fs := policy.Evaluate(testobj.DS(), policy.Env{Policy: Builtin().Default(), Now: testobj.Now}); len(fs) > 0 {
 		t.Fatalf("newDS() is not compliant:\n%s", describeFindings(fs))
 	}
 }
@@ -131,7 +132,7 @@ func TestNewDSIsCompliant(t *testing.T) {
 // Node builders for the coverage tests.
 
 // nodeEnv is testEnv with nodes.
-func nodeEnv(nodes *coverage.NodeSnapshot) *Env {
+func nodeEnv(nodes *coverage.NodeSnapshot) *policy.Env {
 	env := testEnv()
 	env.Nodes = nodes
 	return env

@@ -1,33 +1,35 @@
-package policy
+package rules
 
 import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const privilegedID = "privileged"
 
-var privilegedRule = newRule(Rule{
+var privilegedRule = policy.NewRule(policy.Rule{
 	ID:    privilegedID,
 	Title: "Containers do not run privileged",
 	Why: "A privileged container has full control of its node. A DaemonSet puts it on every node, so one " +
 		"vulnerable image is a fleet-wide foothold; most agents need a few capabilities, not all of them.",
 	Remediation: "Remove securityContext.privileged and add only the capabilities the agent needs " +
 		"(for example NET_ADMIN or SYS_PTRACE).",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
 }, nil, checkPrivileged)
 
-func checkPrivileged(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
-	var out []Finding
+func checkPrivileged(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
+	var out []policy.Finding
 	for _, list := range containerLists {
 		for i, c := range list.containers(&ds.Spec.Template.Spec) {
 			sc := c.SecurityContext
 			if sc == nil || sc.Privileged == nil || !*sc.Privileged {
 				continue
 			}
-			out = append(out, Finding{
+			out = append(out, policy.Finding{
 				Field:       list.path(i).Child("securityContext", "privileged"),
 				Message:     fmt.Sprintf("%s %q runs privileged on every node it covers", list.noun(&c), c.Name),
 				Remediation: fmt.Sprintf("drop privileged from %s %q and grant only the capabilities it needs.", list.noun(&c), c.Name),

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // BenchmarkEvaluate measures one admission verdict against the default
@@ -26,13 +27,13 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			env := Env{Policy: Rules().Default(), Now: evalNow}
-			if got := len(Evaluate(c.ds, env)); got != c.findings {
+			env := policy.Env{Policy: Builtin().Default(), Now: evalNow}
+			if got := len(policy.Evaluate(c.ds, env)); got != c.findings {
 				b.Fatalf("got %d findings, want %d", got, c.findings)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				Evaluate(c.ds, env)
+				policy.Evaluate(c.ds, env)
 			}
 		})
 	}
@@ -45,10 +46,10 @@ func BenchmarkEvaluateWithNodes(b *testing.B) {
 		nodes := coverage.NewNodeSnapshot(testobj.CloudNodes(n))
 		for _, c := range testobj.BenchDaemonSets() {
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.Name), func(b *testing.B) {
-				env := Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: nodes}
+				env := policy.Env{Policy: Builtin().Default(), Now: testobj.Now, Nodes: nodes}
 				b.ReportAllocs()
 				for b.Loop() {
-					Evaluate(c.DS, env)
+					policy.Evaluate(c.DS, env)
 				}
 			})
 		}

@@ -1,26 +1,28 @@
-package policy
+package rules
 
 import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const readinessProbeID = "readiness-probe"
 
-var readinessProbeRule = newRule(Rule{
+var readinessProbeRule = policy.NewRule(policy.Rule{
 	ID:    readinessProbeID,
 	Title: "Every container has a readiness probe",
 	Why: "numberReady is how a DaemonSet reports coverage, and a rolling update waits for readiness " +
 		"before moving on. Without a readiness probe a container is ready the moment it starts, so " +
 		"numberReady only means \"started\" and a rollout races through nodes whose agent does not work.",
 	Remediation:   "Add a readinessProbe to every container (an HTTP health endpoint, a TCP port or an exec check).",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
 }, nil, checkReadinessProbe)
 
-func checkReadinessProbe(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
-	var out []Finding
+func checkReadinessProbe(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
+	var out []policy.Finding
 	for _, list := range containerLists {
 		for i, c := range list.containers(&ds.Spec.Template.Spec) {
 			// Plain init containers finish before the Pod can be ready;
@@ -28,7 +30,7 @@ func checkReadinessProbe(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 			if c.ReadinessProbe != nil || !list.runsAlongside(&c) {
 				continue
 			}
-			out = append(out, Finding{
+			out = append(out, policy.Finding{
 				Field: list.path(i).Child("readinessProbe"),
 				Message: fmt.Sprintf("%s %q has no readinessProbe: numberReady only means \"started\"",
 					list.noun(&c), c.Name),

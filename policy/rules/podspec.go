@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	appsv1 "k8s.io/api/apps/v1"

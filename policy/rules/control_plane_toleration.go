@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy"
 )
 
 const controlPlaneTolerationID = "control-plane-toleration"
@@ -41,7 +42,7 @@ func defaultControlPlaneTolerationParams() ControlPlaneTolerationParams {
 	}}
 }
 
-func (p *ControlPlaneTolerationParams) validate(fp *field.Path) field.ErrorList {
+func (p *ControlPlaneTolerationParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range p.Taints {
 		tp := fp.Child("taints").Index(i)
@@ -64,7 +65,7 @@ func (p *ControlPlaneTolerationParams) validate(fp *field.Path) field.ErrorList 
 	return errs
 }
 
-var controlPlaneTolerationRule = withReportedTaints(newRule(Rule{
+var controlPlaneTolerationRule = policy.WithReportedTaints(policy.NewRule(policy.Rule{
 	ID:    controlPlaneTolerationID,
 	Title: "Pod template tolerates the control-plane taints",
 	Why: "A DaemonSet skips every node whose NoSchedule or NoExecute taint it does not tolerate. " +
@@ -74,16 +75,16 @@ var controlPlaneTolerationRule = withReportedTaints(newRule(Rule{
 	Remediation: "Add a toleration for each listed taint to spec.template.spec.tolerations " +
 		"(for example {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}), " +
 		"or declare the gap with the coverage.dsguard.io/intended annotation.",
-	DefaultAction: ActionDeny,
+	DefaultAction: policy.ActionDeny,
 	Exemptible:    true,
-	Params: []ParamDoc{{
+	Params: []policy.ParamDoc{{
 		Name: "taints", Type: "list of {key, value, effect}",
 		Default:     "[{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
 		Description: "Taints every DaemonSet must tolerate. Effect is NoSchedule or NoExecute.",
 	}},
 }, defaultControlPlaneTolerationParams, checkControlPlaneToleration), reportedTaints)
 
-func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlaneTolerationParams) []Finding {
+func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *ControlPlaneTolerationParams) []policy.Finding {
 	untolerated := untoleratedRequiredTaints(&ds.Spec.Template.Spec, p)
 	if len(untolerated) == 0 {
 		return nil
@@ -100,7 +101,7 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlane
 			skips = "skips " + namesList(names, nodesNamed) + " (" + ofNodes(len(names), cov.Total) + ")"
 		}
 	}
-	f := Finding{
+	f := policy.Finding{
 		Field: tolerationsPath,
 		Message: fmt.Sprintf("no toleration for %s: %s, unseen in desiredNumberScheduled",
 			strings.Join(missing, ", "), skips),
@@ -109,15 +110,15 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *Env, p *ControlPlane
 	if !present {
 		// A managed control plane has no such nodes: nothing is skipped
 		// today, so this is advice, never a deny.
-		f.Action = ActionWarn
+		f.Action = policy.ActionWarn
 		f.Message = fmt.Sprintf("no toleration for %s: no node carries it today, but such nodes would be skipped",
 			strings.Join(missing, ", "))
 	}
-	if reason, ok := intendedCoverage(ds.Annotations); ok {
-		f.Action = ActionAudit
+	if reason, ok := policy.IntendedCoverage(ds.Annotations); ok {
+		f.Action = policy.ActionAudit
 		f.Message = fmt.Sprintf("skips nodes tainted %s, as intended: %s", strings.Join(missing, ", "), reason)
 	}
-	return []Finding{f}
+	return []policy.Finding{f}
 }
 
 // untoleratedRequiredTaints returns the configured taints a daemon Pod of
@@ -149,7 +150,7 @@ func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig) []string {
 	patterns := taintsOf(taints)
 	var out []string
 	for _, s := range cov.Skips {
-		if s.Kind == coverage.SkipTaint && matchesAnyTaint(patterns, s.Taint) {
+		if s.Kind == coverage.SkipTaint && policy.MatchesAnyTaint(patterns, s.Taint) {
 			out = append(out, s.Nodes...)
 		}
 	}
@@ -163,7 +164,7 @@ func reportedTaints(ds *appsv1.DaemonSet, p *ControlPlaneTolerationParams) []cor
 	return taintsOf(untoleratedRequiredTaints(&ds.Spec.Template.Spec, p))
 }
 
-// taintsOf turns configured taints into patterns for matchesAnyTaint (an
+// taintsOf turns configured taints into patterns for MatchesAnyTaint (an
 // empty value stands for every value of the key).
 func taintsOf(taints []TaintConfig) []corev1.Taint {
 	out := make([]corev1.Taint, len(taints))

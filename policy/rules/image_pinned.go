@@ -1,10 +1,12 @@
-package policy
+package rules
 
 import (
 	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const imagePinnedID = "image-pinned"
@@ -15,30 +17,30 @@ type ImagePinnedParams struct {
 	RequireDigest bool `yaml:"requireDigest"`
 }
 
-var imagePinnedRule = newRule(Rule{
+var imagePinnedRule = policy.NewRule(policy.Rule{
 	ID:    imagePinnedID,
 	Title: "Images are pinned to a version",
 	Why: "Nodes pull images at different times. With :latest or no tag, nodes that joined or " +
 		"restarted later run a different build than the rest, a rollout cannot tell old Pods from new, " +
 		"and \"every node is ready\" no longer means \"every node runs the same agent\".",
 	Remediation:   "Use an explicit version tag (image:v1.2.3) or a digest (image@sha256:...).",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
-	Params: []ParamDoc{{
+	Params: []policy.ParamDoc{{
 		Name: "requireDigest", Type: "boolean", Default: "false",
 		Description: "Also flag images pinned by tag only; require a digest.",
 	}},
 }, nil, checkImagePinned)
 
-func checkImagePinned(ds *appsv1.DaemonSet, _ *Env, p *ImagePinnedParams) []Finding {
-	var out []Finding
+func checkImagePinned(ds *appsv1.DaemonSet, _ *policy.Env, p *ImagePinnedParams) []policy.Finding {
+	var out []policy.Finding
 	for _, list := range containerLists {
 		for i, c := range list.containers(&ds.Spec.Template.Spec) {
 			problem := imagePinProblem(c.Image, p.RequireDigest)
 			if problem == "" {
 				continue
 			}
-			out = append(out, Finding{
+			out = append(out, policy.Finding{
 				Field:       list.path(i).Child("image"),
 				Message:     fmt.Sprintf("%s %q image %q %s: nodes may run different builds", list.noun(&c), c.Name, c.Image, problem),
 				Remediation: fmt.Sprintf("pin %s %q to a version tag or a digest.", list.noun(&c), c.Name),

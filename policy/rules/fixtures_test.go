@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // fixturesDir holds one folder per rule, each with allowed/ and denied/
@@ -39,32 +40,32 @@ const fixtureNamespace = "fixtures"
 // allowed manifest must draw no finding from its rule; a denied one at least
 // one deny from it.
 func TestRuleFixtures(t *testing.T) {
-	cfg := Rules().DefaultConfig()
-	for _, r := range Rules().Rules() {
-		cfg.Rules.Options(r.ID).Action = ActionDeny
+	cfg := Builtin().DefaultConfig()
+	for _, r := range Builtin().Rules() {
+		cfg.Rules.Options(r.ID).Action = policy.ActionDeny
 	}
-	p, err := Compile(cfg)
+	p, err := policy.Compile(cfg)
 	if err != nil {
 		t.Fatalf("compile the all-deny policy: %v", err)
 	}
-	for _, r := range Rules().Rules() {
-		if a, _ := p.RuleAction(r.ID); a != ActionDeny {
+	for _, r := range Builtin().Rules() {
+		if a, _ := p.RuleAction(r.ID); a != policy.ActionDeny {
 			t.Fatalf("rule %s has action %q in the all-deny policy", r.ID, a)
 		}
 	}
-	env := Env{Policy: p, Now: testobj.Now}
+	env := policy.Env{Policy: p, Now: testobj.Now}
 
 	dirs, err := os.ReadDir(fixturesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range dirs {
-		if _, ok := Rules().Get(d.Name()); !ok || !d.IsDir() {
+		if _, ok := Builtin().Get(d.Name()); !ok || !d.IsDir() {
 			t.Errorf("%s/%s does not name a registered rule", fixturesDir, d.Name())
 		}
 	}
 
-	for _, r := range Rules().Rules() {
+	for _, r := range Builtin().Rules() {
 		t.Run(r.ID, func(t *testing.T) {
 			env := env
 			env.Nodes = readFixtureNodes(t, r)
@@ -81,12 +82,12 @@ func TestRuleFixtures(t *testing.T) {
 					t.Run(verdict+"/"+filepath.Base(file), func(t *testing.T) {
 						ds := readFixture(t, file)
 						ds.Namespace = fixtureNamespace
-						fs := Evaluate(ds, env)
+						fs := policy.Evaluate(ds, env)
 						mine := findingsOf(fs, r.ID)
 						if verdict == "allowed" && len(mine) > 0 {
 							t.Errorf("allowed fixture drew %s findings:\n%s", r.ID, describeFindings(mine))
 						}
-						if verdict == "denied" && Count(mine, ActionDeny) == 0 {
+						if verdict == "denied" && policy.Count(mine, policy.ActionDeny) == 0 {
 							t.Errorf("denied fixture drew no %s deny; all findings:\n%s", r.ID, describeFindings(fs))
 						}
 					})
@@ -99,7 +100,7 @@ func TestRuleFixtures(t *testing.T) {
 // readFixtureNodes reads testdata/rules/<rule-id>/nodes.yaml, in the form of
 // `kubectl get nodes -o yaml`, when the folder has one; rules that need nodes
 // must have it.
-func readFixtureNodes(t *testing.T, r *Rule) *coverage.NodeSnapshot {
+func readFixtureNodes(t *testing.T, r *policy.Rule) *coverage.NodeSnapshot {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))
 	if os.IsNotExist(err) && !r.NeedsNodes {

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -7,19 +7,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 const (
-	exemptCP         = ExemptionAnnotationPrefix + controlPlaneTolerationID
-	exemptPrivileged = ExemptionAnnotationPrefix + privilegedID
+	exemptCP         = policy.ExemptionAnnotationPrefix + controlPlaneTolerationID
+	exemptPrivileged = policy.ExemptionAnnotationPrefix + privilegedID
 )
 
 func annotationField(key string) string { return "metadata.annotations[" + key + "]" }
 
 func TestCheckInvalidAnnotation(t *testing.T) {
-	noPrivilegedExemptions := Rules().DefaultConfig()
-	RuleConfigOf[NoParams](noPrivilegedExemptions, privilegedID).AllowExemptions = new(false)
-	forbidding, err := Compile(noPrivilegedExemptions)
+	noPrivilegedExemptions := Builtin().DefaultConfig()
+	policy.RuleConfigOf[policy.NoParams](noPrivilegedExemptions, privilegedID).AllowExemptions = new(false)
+	forbidding, err := policy.Compile(noPrivilegedExemptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 	tests := []struct {
 		name        string
 		annotations map[string]string
-		policy      *Policy // nil: the default
+		policy      *policy.Policy // nil: the default
 		want        []wantFinding
 	}{
 		{name: "no annotations"},
@@ -42,11 +43,11 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 		{name: "valid exemption", annotations: map[string]string{exemptPrivileged: "the CNI installer writes iptables rules"}},
 		{name: "valid exemption with a future expiry", annotations: map[string]string{exemptPrivileged: "vendor fix pending; expires=2026-12-31"}},
 		{name: "exemption valid through its expiry day", annotations: map[string]string{exemptPrivileged: "vendor fix pending; expires=2026-06-01"}},
-		{name: "valid intended coverage", annotations: map[string]string{IntendedCoverageAnnotation: "GPU nodes only"}},
-		{name: "unknown rule", annotations: map[string]string{ExemptionAnnotationPrefix + "no-such-rule": "because"},
-			want: one(ExemptionAnnotationPrefix+"no-such-rule", `exemption names unknown rule "no-such-rule", so it exempts nothing`)},
-		{name: "misspelt rule", annotations: map[string]string{ExemptionAnnotationPrefix + "privileges": "because"},
-			want: one(ExemptionAnnotationPrefix+"privileges", `unknown rule "privileges"`)},
+		{name: "valid intended coverage", annotations: map[string]string{policy.IntendedCoverageAnnotation: "GPU nodes only"}},
+		{name: "unknown rule", annotations: map[string]string{policy.ExemptionAnnotationPrefix + "no-such-rule": "because"},
+			want: one(policy.ExemptionAnnotationPrefix+"no-such-rule", `exemption names unknown rule "no-such-rule", so it exempts nothing`)},
+		{name: "misspelt rule", annotations: map[string]string{policy.ExemptionAnnotationPrefix + "privileges": "because"},
+			want: one(policy.ExemptionAnnotationPrefix+"privileges", `unknown rule "privileges"`)},
 		{name: "empty reason", annotations: map[string]string{exemptPrivileged: ""},
 			want: one(exemptPrivileged, "exemption from privileged is ignored: the reason is empty")},
 		{name: "blank reason", annotations: map[string]string{exemptPrivileged: "   "},
@@ -66,25 +67,25 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 			want:        one(exemptPrivileged, "the policy forbids exemptions from privileged, so this one is ignored")},
 		{name: "other rules stay exemptible when one is forbidden", policy: forbidding,
 			annotations: map[string]string{exemptCP: "workers only"}},
-		{name: "non-exemptible rule", annotations: map[string]string{ExemptionAnnotationPrefix + invalidAnnotationID: "noise"},
-			want: one(ExemptionAnnotationPrefix+invalidAnnotationID, "rule invalid-annotation cannot be exempted")},
-		{name: "empty intended coverage", annotations: map[string]string{IntendedCoverageAnnotation: ""},
-			want: one(IntendedCoverageAnnotation, "intended-coverage annotation has no reason, so it is ignored")},
-		{name: "blank intended coverage", annotations: map[string]string{IntendedCoverageAnnotation: " \t"},
-			want: one(IntendedCoverageAnnotation, "has no reason")},
+		{name: "non-exemptible rule", annotations: map[string]string{policy.ExemptionAnnotationPrefix + invalidAnnotationID: "noise"},
+			want: one(policy.ExemptionAnnotationPrefix+invalidAnnotationID, "rule invalid-annotation cannot be exempted")},
+		{name: "empty intended coverage", annotations: map[string]string{policy.IntendedCoverageAnnotation: ""},
+			want: one(policy.IntendedCoverageAnnotation, "intended-coverage annotation has no reason, so it is ignored")},
+		{name: "blank intended coverage", annotations: map[string]string{policy.IntendedCoverageAnnotation: " \t"},
+			want: one(policy.IntendedCoverageAnnotation, "has no reason")},
 		{name: "several, sorted by field path", annotations: map[string]string{
-			IntendedCoverageAnnotation:                   "",
-			ExemptionAnnotationPrefix + "zzz":            "x",
-			exemptPrivileged:                             "",
-			exemptCP:                                     "old; expires=2021-02-03",
-			ExemptionAnnotationPrefix + "aaa":            "x",
-			ExemptionAnnotationPrefix + readinessProbeID: "fine",
+			policy.IntendedCoverageAnnotation:                   "",
+			policy.ExemptionAnnotationPrefix + "zzz":            "x",
+			exemptPrivileged:                                    "",
+			exemptCP:                                            "old; expires=2021-02-03",
+			policy.ExemptionAnnotationPrefix + "aaa":            "x",
+			policy.ExemptionAnnotationPrefix + readinessProbeID: "fine",
 		}, want: []wantFinding{
-			{field: annotationField(IntendedCoverageAnnotation), msg: []string{"intended-coverage annotation has no reason"}},
-			{field: annotationField(ExemptionAnnotationPrefix + "aaa"), msg: []string{`unknown rule "aaa"`}},
+			{field: annotationField(policy.IntendedCoverageAnnotation), msg: []string{"intended-coverage annotation has no reason"}},
+			{field: annotationField(policy.ExemptionAnnotationPrefix + "aaa"), msg: []string{`unknown rule "aaa"`}},
 			{field: annotationField(exemptCP), msg: []string{"expired on 2021-02-03"}},
 			{field: annotationField(exemptPrivileged), msg: []string{"the reason is empty"}},
-			{field: annotationField(ExemptionAnnotationPrefix + "zzz"), msg: []string{`unknown rule "zzz"`}},
+			{field: annotationField(policy.ExemptionAnnotationPrefix + "zzz"), msg: []string{`unknown rule "zzz"`}},
 		}},
 	}
 	for _, tt := range tests {
@@ -96,7 +97,7 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 			ds := testobj.DS(func(ds *appsv1.DaemonSet) { ds.Annotations = tt.annotations })
 			// Map iteration order varies from run to run; the findings must not.
 			for range 20 {
-				assertFindings(t, checkInvalidAnnotation(ds, env, &NoParams{}), tt.want)
+				assertFindings(t, checkInvalidAnnotation(ds, env, &policy.NoParams{}), tt.want)
 				if t.Failed() {
 					return
 				}
@@ -109,9 +110,9 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 // rule's findings into audit records, an invalid one leaves them standing and
 // is reported itself.
 func TestEvaluate_Exemptions(t *testing.T) {
-	noCPExemptions := Rules().DefaultConfig()
-	RuleConfigOf[ControlPlaneTolerationParams](noCPExemptions, controlPlaneTolerationID).AllowExemptions = new(false)
-	forbidding, err := Compile(noCPExemptions)
+	noCPExemptions := Builtin().DefaultConfig()
+	policy.RuleConfigOf[ControlPlaneTolerationParams](noCPExemptions, controlPlaneTolerationID).AllowExemptions = new(false)
+	forbidding, err := policy.Compile(noCPExemptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,25 +120,25 @@ func TestEvaluate_Exemptions(t *testing.T) {
 	tests := []struct {
 		name         string
 		value        string
-		policy       *Policy
-		wantAction   Action
+		policy       *policy.Policy
+		wantAction   policy.Action
 		wantExempted string
 		wantInvalid  string // fragment of the invalid-annotation message, "" for none
 	}{
-		{name: "valid without expiry", value: reason, wantAction: ActionAudit, wantExempted: reason},
-		{name: "valid until a future day", value: reason + "; expires=2026-12-31", wantAction: ActionAudit, wantExempted: reason},
-		{name: "expired", value: reason + "; expires=2026-01-31", wantAction: ActionDeny, wantInvalid: "expired on 2026-01-31"},
-		{name: "empty reason", value: "; expires=2026-12-31", wantAction: ActionDeny, wantInvalid: "the reason is empty"},
-		{name: "malformed expiry", value: reason + "; expires=soon", wantAction: ActionDeny, wantInvalid: `expiry "soon"`},
-		{name: "forbidden by the policy", value: reason, policy: forbidding, wantAction: ActionDeny, wantInvalid: "the policy forbids"},
+		{name: "valid without expiry", value: reason, wantAction: policy.ActionAudit, wantExempted: reason},
+		{name: "valid until a future day", value: reason + "; expires=2026-12-31", wantAction: policy.ActionAudit, wantExempted: reason},
+		{name: "expired", value: reason + "; expires=2026-01-31", wantAction: policy.ActionDeny, wantInvalid: "expired on 2026-01-31"},
+		{name: "empty reason", value: "; expires=2026-12-31", wantAction: policy.ActionDeny, wantInvalid: "the reason is empty"},
+		{name: "malformed expiry", value: reason + "; expires=soon", wantAction: policy.ActionDeny, wantInvalid: `expiry "soon"`},
+		{name: "forbidden by the policy", value: reason, policy: forbidding, wantAction: policy.ActionDeny, wantInvalid: "the policy forbids"},
 	}
 	for _, tt := range tests {
 		if tt.policy == nil {
-			tt.policy = Rules().Default()
+			tt.policy = Builtin().Default()
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			ds := testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(exemptCP, tt.value))
-			fs := Evaluate(ds, Env{Policy: tt.policy, Now: testobj.Now})
+			fs := policy.Evaluate(ds, policy.Env{Policy: tt.policy, Now: testobj.Now})
 
 			cp := findingsOf(fs, controlPlaneTolerationID)
 			if len(cp) != 1 {
@@ -155,7 +156,7 @@ func TestEvaluate_Exemptions(t *testing.T) {
 				}
 				return
 			}
-			assertFindings(t, invalid, []wantFinding{{field: annotationField(exemptCP), action: ActionWarn, msg: []string{tt.wantInvalid}}})
+			assertFindings(t, invalid, []wantFinding{{field: annotationField(exemptCP), action: policy.ActionWarn, msg: []string{tt.wantInvalid}}})
 			if invalid[0].Exempted != "" {
 				t.Errorf("%s finding is marked exempted: %q", invalidAnnotationID, invalid[0].Exempted)
 			}
@@ -172,26 +173,26 @@ func TestEvaluate_Exemptions(t *testing.T) {
 			testobj.WithInitContainer(corev1.Container{Name: "install", Image: "example/install:v1",
 				SecurityContext: &corev1.SecurityContext{Privileged: new(true)}}),
 		)
-		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now})
+		fs := policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: testobj.Now})
 		priv := findingsOf(fs, privilegedID)
 		if len(priv) != 2 {
 			t.Fatalf("want two %s findings, got:\n%s", privilegedID, describeFindings(fs))
 		}
 		for _, f := range priv {
-			if f.Action != ActionAudit || f.Exempted != "the CNI installer writes iptables rules" {
+			if f.Action != policy.ActionAudit || f.Exempted != "the CNI installer writes iptables rules" {
 				t.Errorf("%s %s: action %q exempted %q, want audit with the reason", f.RuleID, f.FieldString(), f.Action, f.Exempted)
 			}
 		}
 		img := findingsOf(fs, imagePinnedID)
-		if len(img) != 1 || img[0].Action != ActionWarn || img[0].Exempted != "" {
+		if len(img) != 1 || img[0].Action != policy.ActionWarn || img[0].Exempted != "" {
 			t.Errorf("image-pinned should be untouched by another rule's exemption:\n%s", describeFindings(img))
 		}
 	})
 
 	t.Run("invalid-annotation cannot exempt itself", func(t *testing.T) {
-		ds := testobj.DS(testobj.WithAnnotation(ExemptionAnnotationPrefix+invalidAnnotationID, "quiet please"))
-		fs := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now}), invalidAnnotationID)
-		if len(fs) != 1 || fs[0].Action != ActionWarn || fs[0].Exempted != "" {
+		ds := testobj.DS(testobj.WithAnnotation(policy.ExemptionAnnotationPrefix+invalidAnnotationID, "quiet please"))
+		fs := findingsOf(policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: testobj.Now}), invalidAnnotationID)
+		if len(fs) != 1 || fs[0].Action != policy.ActionWarn || fs[0].Exempted != "" {
 			t.Errorf("want one unexempted warn, got:\n%s", describeFindings(fs))
 		}
 	})

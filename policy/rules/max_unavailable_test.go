@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckMaxUnavailable(t *testing.T) {
@@ -94,7 +95,7 @@ func TestCheckMaxUnavailable(t *testing.T) {
 			for _, percent := range []int{0, 1, 25, 100} {
 				for _, count := range []int{0, 1, 2} {
 					p := MaxUnavailableParams{MaxPercent: percent, MaxCount: count}
-					if errs := p.validate(field.NewPath("p")); len(errs) > 0 {
+					if errs := p.Validate(field.NewPath("p")); len(errs) > 0 {
 						t.Fatalf("%+v is not a valid config: %v", p, errs)
 					}
 					if fs := checkMaxUnavailable(ds, testEnv(), &p); len(fs) > 0 {
@@ -129,13 +130,13 @@ func TestMaxUnavailableParams_Validate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertFieldErrors(t, tt.params.validate(fp), tt.want)
+			assertFieldErrors(t, tt.params.Validate(fp), tt.want)
 		})
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := Rules().DefaultConfig()
-		RuleConfigOf[MaxUnavailableParams](cfg, maxUnavailableID).Parameters.MaxCount = -1
+		cfg := Builtin().DefaultConfig()
+		policy.RuleConfigOf[MaxUnavailableParams](cfg, maxUnavailableID).Parameters.MaxCount = -1
 		compileErr(t, cfg, "rules.max-unavailable.parameters.maxCount")
 	})
 }

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckSurgeHostPort(t *testing.T) {
@@ -36,7 +37,7 @@ func TestCheckSurgeHostPort(t *testing.T) {
 			absent: absent}}
 	}
 	hostNetworkWarn := func(surge string) []wantFinding {
-		return []wantFinding{{field: surgeField, action: ActionWarn,
+		return []wantFinding{{field: surgeField, action: policy.ActionWarn,
 			prefix: "maxSurge " + surge + " with hostNetwork: ",
 			msg:    []string{"the new Pod cannot bind a port the old one holds"}}}
 	}
@@ -129,7 +130,7 @@ func TestCheckSurgeHostPort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertFindings(t, checkSurgeHostPort(tt.ds, testEnv(), &NoParams{}), tt.want)
+			assertFindings(t, checkSurgeHostPort(tt.ds, testEnv(), &policy.NoParams{}), tt.want)
 		})
 	}
 }
@@ -144,18 +145,18 @@ func TestEvaluate_SurgeHostPortWarnCap(t *testing.T) {
 	tests := []struct {
 		name string
 		ds   *appsv1.DaemonSet
-		want Action // "" for no finding
+		want policy.Action // "" for no finding
 	}{
-		{"hostNetwork without ports", testobj.DS(testobj.WithHostNetwork, surge), ActionWarn},
-		{"hostPort", testobj.DS(surge, testobj.WithPorts(dns)), ActionDeny},
+		{"hostNetwork without ports", testobj.DS(testobj.WithHostNetwork, surge), policy.ActionWarn},
+		{"hostPort", testobj.DS(surge, testobj.WithPorts(dns)), policy.ActionDeny},
 		{"sidecar hostPort", testobj.DS(surge, testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "dns", Image: "example/dns:v1",
-			Ports: []corev1.ContainerPort{dns}}))), ActionDeny},
+			Ports: []corev1.ContainerPort{dns}}))), policy.ActionDeny},
 		{"plain init container hostPort", testobj.DS(surge, testobj.WithInitContainer(corev1.Container{Name: "dns", Image: "example/dns:v1",
 			Ports: []corev1.ContainerPort{dns}})), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := findingsOf(Evaluate(tt.ds, Env{Policy: Rules().Default(), Now: testobj.Now}), surgeHostPortID)
+			fs := findingsOf(policy.Evaluate(tt.ds, policy.Env{Policy: Builtin().Default(), Now: testobj.Now}), surgeHostPortID)
 			if tt.want == "" {
 				if len(fs) > 0 {
 					t.Fatalf("want no finding, got:\n%s", describeFindings(fs))

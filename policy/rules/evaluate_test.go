@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // sampleDaemonSet returns a DaemonSet that every built-in rule accepts: it
@@ -103,9 +104,9 @@ func nodeExporterDaemonSet() *appsv1.DaemonSet {
 }
 
 // mustParsePolicy compiles configHeader + doc.
-func mustParsePolicy(t testing.TB, doc string) *Policy {
+func mustParsePolicy(t testing.TB, doc string) *policy.Policy {
 	t.Helper()
-	p, err := Rules().Parse([]byte(configHeader + doc))
+	p, err := Builtin().Parse([]byte(configHeader + doc))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -115,10 +116,10 @@ func mustParsePolicy(t testing.TB, doc string) *Policy {
 // verdict is the part of a finding most tests compare.
 type verdict struct {
 	Rule   string
-	Action Action
+	Action policy.Action
 }
 
-func verdicts(fs []Finding) []verdict {
+func verdicts(fs []policy.Finding) []verdict {
 	out := make([]verdict, len(fs))
 	for i, f := range fs {
 		out[i] = verdict{f.RuleID, f.Action}
@@ -127,7 +128,7 @@ func verdicts(fs []Finding) []verdict {
 }
 
 // actionOf returns the action of the rule's finding, "" when there is none.
-func actionOf(fs []Finding, ruleID string) Action {
+func actionOf(fs []policy.Finding, ruleID string) policy.Action {
 	for _, f := range fs {
 		if f.RuleID == ruleID {
 			return f.Action
@@ -144,7 +145,7 @@ func inNamespace(ds *appsv1.DaemonSet, ns string) *appsv1.DaemonSet {
 var evalNow = time.Date(2026, time.March, 15, 12, 0, 0, 0, time.UTC)
 
 func TestEvaluateCompliant(t *testing.T) {
-	if fs := Evaluate(sampleDaemonSet(), Env{Policy: Rules().Default(), Now: evalNow}); len(fs) != 0 {
+	if fs := policy.Evaluate(sampleDaemonSet(), policy.Env{Policy: Builtin().Default(), Now: evalNow}); len(fs) != 0 {
 		t.Errorf("compliant DaemonSet has findings: %+v", fs)
 	}
 }
@@ -158,18 +159,18 @@ func TestEvaluateSorted(t *testing.T) {
 		Image:        "quay.io/brancz/kube-rbac-proxy",
 		VolumeMounts: []corev1.VolumeMount{{Name: "root", MountPath: "/host"}},
 	})
-	fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow})
+	fs := policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: evalNow})
 	want := []struct {
 		verdict
 		field string
 	}{
-		{verdict{controlPlaneTolerationID, ActionDeny}, "spec.template.spec.tolerations"},
-		{verdict{hostPathReadOnlyID, ActionWarn}, "spec.template.spec.containers[0].volumeMounts[0].readOnly"},
-		{verdict{hostPathReadOnlyID, ActionWarn}, "spec.template.spec.containers[1].volumeMounts[0].readOnly"},
-		{verdict{imagePinnedID, ActionWarn}, "spec.template.spec.containers[0].image"},
-		{verdict{imagePinnedID, ActionWarn}, "spec.template.spec.containers[1].image"},
-		{verdict{readinessProbeID, ActionWarn}, "spec.template.spec.containers[0].readinessProbe"},
-		{verdict{readinessProbeID, ActionWarn}, "spec.template.spec.containers[1].readinessProbe"},
+		{verdict{controlPlaneTolerationID, policy.ActionDeny}, "spec.template.spec.tolerations"},
+		{verdict{hostPathReadOnlyID, policy.ActionWarn}, "spec.template.spec.containers[0].volumeMounts[0].readOnly"},
+		{verdict{hostPathReadOnlyID, policy.ActionWarn}, "spec.template.spec.containers[1].volumeMounts[0].readOnly"},
+		{verdict{imagePinnedID, policy.ActionWarn}, "spec.template.spec.containers[0].image"},
+		{verdict{imagePinnedID, policy.ActionWarn}, "spec.template.spec.containers[1].image"},
+		{verdict{readinessProbeID, policy.ActionWarn}, "spec.template.spec.containers[0].readinessProbe"},
+		{verdict{readinessProbeID, policy.ActionWarn}, "spec.template.spec.containers[1].readinessProbe"},
 	}
 	if len(fs) != len(want) {
 		t.Fatalf("got %d findings, want %d:\n%s", len(fs), len(want), findingList(fs))
@@ -186,14 +187,14 @@ func TestEvaluateSorted(t *testing.T) {
 
 	// SortFindings alone: audit after warn after deny, then rule; one
 	// rule's findings keep the order the rule reported them in.
-	shuffled := []Finding{
-		{RuleID: "b", Action: ActionAudit},
-		{RuleID: "b", Action: ActionWarn, Message: "2"},
-		{RuleID: "a", Action: ActionWarn},
-		{RuleID: "b", Action: ActionWarn, Message: "1"},
-		{RuleID: "z", Action: ActionDeny},
+	shuffled := []policy.Finding{
+		{RuleID: "b", Action: policy.ActionAudit},
+		{RuleID: "b", Action: policy.ActionWarn, Message: "2"},
+		{RuleID: "a", Action: policy.ActionWarn},
+		{RuleID: "b", Action: policy.ActionWarn, Message: "1"},
+		{RuleID: "z", Action: policy.ActionDeny},
 	}
-	SortFindings(shuffled)
+	policy.SortFindings(shuffled)
 	var got []string
 	for _, f := range shuffled {
 		got = append(got, fmt.Sprintf("%s/%s/%s", f.Action, f.RuleID, f.Message))
@@ -203,7 +204,7 @@ func TestEvaluateSorted(t *testing.T) {
 	}
 }
 
-func findingList(fs []Finding) string {
+func findingList(fs []policy.Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		fmt.Fprintf(&b, "  %s %s %s: %s\n", f.Action, f.RuleID, f.FieldString(), f.Message)
@@ -213,10 +214,10 @@ func findingList(fs []Finding) string {
 
 func TestEvaluateEnforcement(t *testing.T) {
 	nodeExporter := []verdict{
-		{controlPlaneTolerationID, ActionDeny},
-		{hostPathReadOnlyID, ActionWarn},
-		{imagePinnedID, ActionWarn},
-		{readinessProbeID, ActionWarn},
+		{controlPlaneTolerationID, policy.ActionDeny},
+		{hostPathReadOnlyID, policy.ActionWarn},
+		{imagePinnedID, policy.ActionWarn},
+		{readinessProbeID, policy.ActionWarn},
 	}
 	tests := []struct {
 		name      string
@@ -231,50 +232,50 @@ func TestEvaluateEnforcement(t *testing.T) {
 		name:      "kube-system never denies by default",
 		namespace: "kube-system",
 		want: []verdict{
-			{controlPlaneTolerationID, ActionWarn},
-			{hostPathReadOnlyID, ActionWarn},
-			{imagePinnedID, ActionWarn},
-			{readinessProbeID, ActionWarn},
+			{controlPlaneTolerationID, policy.ActionWarn},
+			{hostPathReadOnlyID, policy.ActionWarn},
+			{imagePinnedID, policy.ActionWarn},
+			{readinessProbeID, policy.ActionWarn},
 		},
 	}, {
 		name:      "enforcement warn turns deny into warn",
 		policy:    "enforcement: warn\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{controlPlaneTolerationID, ActionWarn},
-			{hostPathReadOnlyID, ActionWarn},
-			{imagePinnedID, ActionWarn},
-			{readinessProbeID, ActionWarn},
+			{controlPlaneTolerationID, policy.ActionWarn},
+			{hostPathReadOnlyID, policy.ActionWarn},
+			{imagePinnedID, policy.ActionWarn},
+			{readinessProbeID, policy.ActionWarn},
 		},
 	}, {
 		name:      "enforcement audit records everything",
 		policy:    "enforcement: audit\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{controlPlaneTolerationID, ActionAudit},
-			{hostPathReadOnlyID, ActionAudit},
-			{imagePinnedID, ActionAudit},
-			{readinessProbeID, ActionAudit},
+			{controlPlaneTolerationID, policy.ActionAudit},
+			{hostPathReadOnlyID, policy.ActionAudit},
+			{imagePinnedID, policy.ActionAudit},
+			{readinessProbeID, policy.ActionAudit},
 		},
 	}, {
 		name:      "namespace enforcement cannot raise the global level",
 		policy:    "enforcement: warn\nnamespaceEnforcement: [{namespaces: [monitoring], enforcement: enforce}]\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{controlPlaneTolerationID, ActionWarn},
-			{hostPathReadOnlyID, ActionWarn},
-			{imagePinnedID, ActionWarn},
-			{readinessProbeID, ActionWarn},
+			{controlPlaneTolerationID, policy.ActionWarn},
+			{hostPathReadOnlyID, policy.ActionWarn},
+			{imagePinnedID, policy.ActionWarn},
+			{readinessProbeID, policy.ActionWarn},
 		},
 	}, {
 		name:      "namespace audit",
 		policy:    "namespaceEnforcement: [{namespaces: [monitoring], enforcement: audit}]\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{controlPlaneTolerationID, ActionAudit},
-			{hostPathReadOnlyID, ActionAudit},
-			{imagePinnedID, ActionAudit},
-			{readinessProbeID, ActionAudit},
+			{controlPlaneTolerationID, policy.ActionAudit},
+			{hostPathReadOnlyID, policy.ActionAudit},
+			{imagePinnedID, policy.ActionAudit},
+			{readinessProbeID, policy.ActionAudit},
 		},
 	}, {
 		name:      "replacing namespaceEnforcement drops the kube-system default",
@@ -286,24 +287,24 @@ func TestEvaluateEnforcement(t *testing.T) {
 		policy:    "rules:\n  control-plane-toleration: {action: audit}\n  image-pinned: {action: deny}\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{imagePinnedID, ActionDeny},
-			{hostPathReadOnlyID, ActionWarn},
-			{readinessProbeID, ActionWarn},
-			{controlPlaneTolerationID, ActionAudit},
+			{imagePinnedID, policy.ActionDeny},
+			{hostPathReadOnlyID, policy.ActionWarn},
+			{readinessProbeID, policy.ActionWarn},
+			{controlPlaneTolerationID, policy.ActionAudit},
 		},
 	}, {
 		name:      "action off",
 		policy:    "rules:\n  control-plane-toleration: {action: off}\n  readiness-probe: {action: \"off\"}\n",
 		namespace: "monitoring",
 		want: []verdict{
-			{hostPathReadOnlyID, ActionWarn},
-			{imagePinnedID, ActionWarn},
+			{hostPathReadOnlyID, policy.ActionWarn},
+			{imagePinnedID, policy.ActionWarn},
 		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustParsePolicy(t, tt.policy)
-			fs := Evaluate(inNamespace(nodeExporterDaemonSet(), tt.namespace), Env{Policy: p, Now: evalNow})
+			fs := policy.Evaluate(inNamespace(nodeExporterDaemonSet(), tt.namespace), policy.Env{Policy: p, Now: evalNow})
 			if got := verdicts(fs); !slices.Equal(got, tt.want) {
 				t.Errorf("verdicts =\n  %v\nwant\n  %v", got, tt.want)
 			}
@@ -315,7 +316,7 @@ func TestEvaluateNamespaceEnforcementFirstMatchWins(t *testing.T) {
 	tests := []struct {
 		name   string
 		policy string
-		want   map[string]Action // namespace → control-plane-toleration action
+		want   map[string]policy.Action // namespace → control-plane-toleration action
 	}{{
 		name: "specific entry first",
 		policy: `namespaceEnforcement:
@@ -324,7 +325,7 @@ func TestEvaluateNamespaceEnforcementFirstMatchWins(t *testing.T) {
 - namespaces: ["team-*", kube-system]
   enforcement: audit
 `,
-		want: map[string]Action{"team-a": ActionDeny, "team-b": ActionAudit, "kube-system": ActionAudit, "other": ActionDeny},
+		want: map[string]policy.Action{"team-a": policy.ActionDeny, "team-b": policy.ActionAudit, "kube-system": policy.ActionAudit, "other": policy.ActionDeny},
 	}, {
 		name: "glob entry first",
 		policy: `namespaceEnforcement:
@@ -333,7 +334,7 @@ func TestEvaluateNamespaceEnforcementFirstMatchWins(t *testing.T) {
 - namespaces: [team-a]
   enforcement: enforce
 `,
-		want: map[string]Action{"team-a": ActionAudit, "team-b": ActionAudit, "kube-system": ActionDeny},
+		want: map[string]policy.Action{"team-a": policy.ActionAudit, "team-b": policy.ActionAudit, "kube-system": policy.ActionDeny},
 	}, {
 		name: "warn before audit",
 		policy: `namespaceEnforcement:
@@ -342,13 +343,13 @@ func TestEvaluateNamespaceEnforcementFirstMatchWins(t *testing.T) {
 - namespaces: [kube-system]
   enforcement: audit
 `,
-		want: map[string]Action{"kube-system": ActionWarn, "dsguard-system": ActionWarn, "default": ActionDeny},
+		want: map[string]policy.Action{"kube-system": policy.ActionWarn, "dsguard-system": policy.ActionWarn, "default": policy.ActionDeny},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustParsePolicy(t, tt.policy)
 			for ns, want := range tt.want {
-				fs := Evaluate(inNamespace(nodeExporterDaemonSet(), ns), Env{Policy: p, Now: evalNow})
+				fs := policy.Evaluate(inNamespace(nodeExporterDaemonSet(), ns), policy.Env{Policy: p, Now: evalNow})
 				if got := actionOf(fs, controlPlaneTolerationID); got != want {
 					t.Errorf("in %s: control-plane-toleration %q, want %q", ns, got, want)
 				}
@@ -416,7 +417,7 @@ func TestEvaluateScope(t *testing.T) {
 				if k, v, ok := strings.Cut(label, "="); ok {
 					ds.Labels = map[string]string{k: v}
 				}
-				fs := Evaluate(ds, Env{Policy: p, Now: evalNow})
+				fs := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow})
 				if got := actionOf(fs, readinessProbeID) != ""; got != want {
 					t.Errorf("%q: readiness-probe reported %v, want %v", c, got, want)
 				}
@@ -432,77 +433,77 @@ func TestEvaluateScope(t *testing.T) {
 func TestEvaluateEmptyNamespaceIsDefault(t *testing.T) {
 	p := mustParsePolicy(t, "namespaceEnforcement: [{namespaces: [default], enforcement: audit}]\n")
 	for _, ns := range []string{"", "default"} {
-		fs := Evaluate(inNamespace(nodeExporterDaemonSet(), ns), Env{Policy: p, Now: evalNow})
-		if got := actionOf(fs, controlPlaneTolerationID); got != ActionAudit {
+		fs := policy.Evaluate(inNamespace(nodeExporterDaemonSet(), ns), policy.Env{Policy: p, Now: evalNow})
+		if got := actionOf(fs, controlPlaneTolerationID); got != policy.ActionAudit {
 			t.Errorf("namespace %q: control-plane-toleration %q, want audit", ns, got)
 		}
 	}
 }
 
 func TestEvaluateExemptions(t *testing.T) {
-	const key = ExemptionAnnotationPrefix + controlPlaneTolerationID
+	const key = policy.ExemptionAnnotationPrefix + controlPlaneTolerationID
 	tests := []struct {
 		name        string
 		policy      string
 		annotations map[string]string
-		want        Action // control-plane-toleration
+		want        policy.Action // control-plane-toleration
 		exempted    string
 		// invalid is whether invalid-annotation reports the exemption.
 		invalid bool
 	}{{
 		name: "no exemption",
-		want: ActionDeny,
+		want: policy.ActionDeny,
 	}, {
 		name:        "valid exemption",
 		annotations: map[string]string{key: "control-plane nodes are scraped by the cloud provider"},
-		want:        ActionAudit,
+		want:        policy.ActionAudit,
 		exempted:    "control-plane nodes are scraped by the cloud provider",
 	}, {
 		name:        "expires in the future",
 		annotations: map[string]string{key: "migrating to v2 (OPS-123); expires=2026-04-01"},
-		want:        ActionAudit,
+		want:        policy.ActionAudit,
 		exempted:    "migrating to v2 (OPS-123)",
 	}, {
 		name:        "expires today is still valid",
 		annotations: map[string]string{key: "migrating; expires=2026-03-15"},
-		want:        ActionAudit,
+		want:        policy.ActionAudit,
 		exempted:    "migrating",
 	}, {
 		name:        "expired yesterday",
 		annotations: map[string]string{key: "migrating; expires=2026-03-14"},
-		want:        ActionDeny,
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "empty reason",
 		annotations: map[string]string{key: "  "},
-		want:        ActionDeny,
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "expiry without a reason",
 		annotations: map[string]string{key: "expires=2099-01-01"},
-		want:        ActionDeny,
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "malformed expiry",
 		annotations: map[string]string{key: "migrating; expires=next week"},
-		want:        ActionDeny,
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "misspelt rule ID",
-		annotations: map[string]string{ExemptionAnnotationPrefix + "control-plane-tolerations": "reason"},
-		want:        ActionDeny,
+		annotations: map[string]string{policy.ExemptionAnnotationPrefix + "control-plane-tolerations": "reason"},
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "forbidden by the policy",
 		policy:      "rules:\n  control-plane-toleration: {allowExemptions: false}\n",
 		annotations: map[string]string{key: "we know"},
-		want:        ActionDeny,
+		want:        policy.ActionDeny,
 		invalid:     true,
 	}, {
 		name:        "exemption under enforcement warn",
 		policy:      "enforcement: warn\n",
 		annotations: map[string]string{key: "we know"},
-		want:        ActionAudit,
+		want:        policy.ActionAudit,
 		exempted:    "we know",
 	}}
 	for _, tt := range tests {
@@ -510,8 +511,8 @@ func TestEvaluateExemptions(t *testing.T) {
 			p := mustParsePolicy(t, tt.policy)
 			ds := nodeExporterDaemonSet()
 			ds.Annotations = tt.annotations
-			fs := Evaluate(ds, Env{Policy: p, Now: evalNow})
-			var cpt *Finding
+			fs := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow})
+			var cpt *policy.Finding
 			for i := range fs {
 				if fs[i].RuleID == controlPlaneTolerationID {
 					cpt = &fs[i]
@@ -527,7 +528,7 @@ func TestEvaluateExemptions(t *testing.T) {
 				t.Errorf("invalid-annotation reported %v, want %v:\n%s", got, tt.invalid, findingList(fs))
 			}
 			// The exemption covers one rule only.
-			if a := actionOf(fs, readinessProbeID); a != ActionWarn {
+			if a := actionOf(fs, readinessProbeID); a != policy.ActionWarn {
 				t.Errorf("readiness-probe %q, want warn", a)
 			}
 		})
@@ -536,16 +537,16 @@ func TestEvaluateExemptions(t *testing.T) {
 
 func TestEvaluateExemptionExpiresAtEndOfDay(t *testing.T) {
 	ds := nodeExporterDaemonSet()
-	ds.Annotations = map[string]string{ExemptionAnnotationPrefix + controlPlaneTolerationID: "reason; expires=2026-03-15"}
+	ds.Annotations = map[string]string{policy.ExemptionAnnotationPrefix + controlPlaneTolerationID: "reason; expires=2026-03-15"}
 	for _, tt := range []struct {
 		now  time.Time
-		want Action
+		want policy.Action
 	}{
-		{time.Date(2026, 3, 15, 23, 59, 59, 0, time.UTC), ActionAudit},
-		{time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC), ActionDeny},
-		{time.Time{}, ActionDeny}, // no clock: Evaluate judges against the current time
+		{time.Date(2026, 3, 15, 23, 59, 59, 0, time.UTC), policy.ActionAudit},
+		{time.Date(2026, 3, 16, 0, 0, 0, 0, time.UTC), policy.ActionDeny},
+		{time.Time{}, policy.ActionDeny}, // no clock: Evaluate judges against the current time
 	} {
-		fs := Evaluate(ds, Env{Policy: Rules().Default(), Now: tt.now})
+		fs := policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: tt.now})
 		if got := actionOf(fs, controlPlaneTolerationID); got != tt.want {
 			t.Errorf("at %v: %q, want %q", tt.now, got, tt.want)
 		}
@@ -575,7 +576,7 @@ func TestParseExemption(t *testing.T) {
 		{value: "reason; expires=", err: `expiry "" is not a date`},
 	}
 	for _, tt := range tests {
-		e, err := ParseExemption(tt.value)
+		e, err := policy.ParseExemption(tt.value)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("ParseExemption(%q) error = %v, want %q", tt.value, err, tt.err)
@@ -608,7 +609,7 @@ func TestPolicyBypassed(t *testing.T) {
 			t.Errorf("Bypassed(%q, %q) = %v, want %v", tt.user, tt.groups, got, tt.want)
 		}
 	}
-	if Rules().Default().Bypassed("alice@example.com", []string{"system:masters"}) {
+	if Builtin().Default().Bypassed("alice@example.com", []string{"system:masters"}) {
 		t.Error("the default policy bypasses someone")
 	}
 }
@@ -617,23 +618,23 @@ func TestEvaluateDoesNotMutate(t *testing.T) {
 	p := mustParsePolicy(t, "rules:\n  privileged: {scope: {selector: {matchLabels: {app.kubernetes.io/name: node-exporter}}}}\n")
 	for name, ds := range map[string]*appsv1.DaemonSet{"compliant": sampleDaemonSet(), "node-exporter": nodeExporterDaemonSet()} {
 		ds.Annotations = map[string]string{
-			ExemptionAnnotationPrefix + readinessProbeID: "probe comes later; expires=2026-01-01",
-			ExemptionAnnotationPrefix + imagePinnedID:    "",
-			IntendedCoverageAnnotation:                   "",
+			policy.ExemptionAnnotationPrefix + readinessProbeID: "probe comes later; expires=2026-01-01",
+			policy.ExemptionAnnotationPrefix + imagePinnedID:    "",
+			policy.IntendedCoverageAnnotation:                   "",
 		}
 		before := ds.DeepCopy()
-		fs := Evaluate(ds, Env{Policy: p, Now: evalNow})
+		fs := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow})
 		if !reflect.DeepEqual(ds, before) {
 			t.Errorf("%s: Evaluate changed the DaemonSet", name)
 		}
 		// Findings are fresh values: changing them does not reach the next
 		// verdict.
 		for i := range fs {
-			fs[i].Action = ActionOff
+			fs[i].Action = policy.ActionOff
 			fs[i].Details = append(fs[i].Details, "x")
 		}
-		if again := Evaluate(ds, Env{Policy: p, Now: evalNow}); slices.ContainsFunc(again, func(f Finding) bool {
-			return f.Action == ActionOff || len(f.Details) > 0
+		if again := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow}); slices.ContainsFunc(again, func(f policy.Finding) bool {
+			return f.Action == policy.ActionOff || len(f.Details) > 0
 		}) {
 			t.Errorf("%s: a finding changed by the caller came back", name)
 		}
@@ -641,7 +642,7 @@ func TestEvaluateDoesNotMutate(t *testing.T) {
 }
 
 func TestEvaluateWithoutPolicyFindsNothing(t *testing.T) {
-	if fs := Evaluate(nodeExporterDaemonSet(), Env{Now: evalNow}); len(fs) != 0 {
+	if fs := policy.Evaluate(nodeExporterDaemonSet(), policy.Env{Now: evalNow}); len(fs) != 0 {
 		t.Errorf("without a policy: %s", findingList(fs))
 	}
 }
@@ -650,11 +651,11 @@ func TestEvaluateDeterministic(t *testing.T) {
 	ds := nodeExporterDaemonSet()
 	ds.Annotations = map[string]string{}
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
-		ds.Annotations[ExemptionAnnotationPrefix+"unknown-"+id] = "reason"
+		ds.Annotations[policy.ExemptionAnnotationPrefix+"unknown-"+id] = "reason"
 	}
-	first := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow})
+	first := policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: evalNow})
 	for range 20 {
-		if again := Evaluate(ds, Env{Policy: Rules().Default(), Now: evalNow}); !reflect.DeepEqual(first, again) {
+		if again := policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: evalNow}); !reflect.DeepEqual(first, again) {
 			t.Fatalf("verdicts differ between runs:\n%s---\n%s", findingList(first), findingList(again))
 		}
 	}
@@ -664,12 +665,12 @@ func TestEvaluateDeterministic(t *testing.T) {
 // webhook does; run with -race.
 func TestEvaluateConcurrent(t *testing.T) {
 	p := mustParsePolicy(t, "rules:\n  readiness-probe:\n    scope: {namespaces: {include: [\"mon*\"]}, selector: {matchLabels: {app.kubernetes.io/name: node-exporter}}}\n")
-	want := Evaluate(nodeExporterDaemonSet(), Env{Policy: p, Now: evalNow})
+	want := policy.Evaluate(nodeExporterDaemonSet(), policy.Env{Policy: p, Now: evalNow})
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				if got := Evaluate(nodeExporterDaemonSet(), Env{Policy: p, Now: evalNow}); !reflect.DeepEqual(got, want) {
+				if got := policy.Evaluate(nodeExporterDaemonSet(), policy.Env{Policy: p, Now: evalNow}); !reflect.DeepEqual(got, want) {
 					t.Error("concurrent verdict differs")
 					return
 				}
@@ -680,21 +681,21 @@ func TestEvaluateConcurrent(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
-	fs := Evaluate(nodeExporterDaemonSet(), Env{Policy: Rules().Default(), Now: evalNow})
-	if d, w, a := Count(fs, ActionDeny), Count(fs, ActionWarn), Count(fs, ActionAudit); d != 1 || w != 3 || a != 0 {
+	fs := policy.Evaluate(nodeExporterDaemonSet(), policy.Env{Policy: Builtin().Default(), Now: evalNow})
+	if d, w, a := policy.Count(fs, policy.ActionDeny), policy.Count(fs, policy.ActionWarn), policy.Count(fs, policy.ActionAudit); d != 1 || w != 3 || a != 0 {
 		t.Errorf("Count deny/warn/audit = %d/%d/%d, want 1/3/0", d, w, a)
 	}
 }
 
 func TestActionWeaker(t *testing.T) {
-	tests := []struct{ a, b, want Action }{
-		{ActionDeny, ActionWarn, ActionWarn},
-		{ActionWarn, ActionDeny, ActionWarn},
-		{ActionAudit, ActionWarn, ActionAudit},
-		{ActionDeny, ActionOff, ActionOff},
-		{"", ActionWarn, ActionWarn},
-		{ActionDeny, "", ActionDeny},
-		{ActionDeny, ActionDeny, ActionDeny},
+	tests := []struct{ a, b, want policy.Action }{
+		{policy.ActionDeny, policy.ActionWarn, policy.ActionWarn},
+		{policy.ActionWarn, policy.ActionDeny, policy.ActionWarn},
+		{policy.ActionAudit, policy.ActionWarn, policy.ActionAudit},
+		{policy.ActionDeny, policy.ActionOff, policy.ActionOff},
+		{"", policy.ActionWarn, policy.ActionWarn},
+		{policy.ActionDeny, "", policy.ActionDeny},
+		{policy.ActionDeny, policy.ActionDeny, policy.ActionDeny},
 	}
 	for _, tt := range tests {
 		if got := tt.a.Weaker(tt.b); got != tt.want {

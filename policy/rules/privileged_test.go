@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckPrivileged(t *testing.T) {
@@ -46,7 +47,7 @@ func TestCheckPrivileged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertFindings(t, checkPrivileged(tt.ds, testEnv(), &NoParams{}), tt.want)
+			assertFindings(t, checkPrivileged(tt.ds, testEnv(), &policy.NoParams{}), tt.want)
 		})
 	}
 }

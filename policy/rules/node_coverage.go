@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy"
 )
 
 const nodeCoverageID = "node-coverage"
@@ -29,30 +30,30 @@ type MinCoverageConfig struct {
 	// the DaemonSet must cover.
 	Percent int `yaml:"percent"`
 	// Action for a DaemonSet below the floor, at most the rule's action.
-	Action Action `yaml:"action"`
+	Action policy.Action `yaml:"action"`
 }
 
 func defaultNodeCoverageParams() NodeCoverageParams { return NodeCoverageParams{DenyAtZero: true} }
 
-func (p *NodeCoverageParams) validate(fp *field.Path) field.ErrorList {
+func (p *NodeCoverageParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, m := range p.MinCoverage {
 		mp := fp.Child("minCoverage").Index(i)
 		if len(m.Namespaces) == 0 {
 			errs = append(errs, field.Required(mp.Child("namespaces"), "at least one namespace or glob"))
 		}
-		errs = append(errs, validateGlobs(m.Namespaces, mp.Child("namespaces"))...)
+		errs = append(errs, policy.ValidateGlobs(m.Namespaces, mp.Child("namespaces"))...)
 		if m.Percent < 1 || m.Percent > 100 {
 			errs = append(errs, field.Invalid(mp.Child("percent"), m.Percent, "must be between 1 and 100"))
 		}
 		if m.Action != "" && !m.Action.Valid() {
-			errs = append(errs, field.NotSupported(mp.Child("action"), m.Action, stringsOf(Actions)))
+			errs = append(errs, field.NotSupported(mp.Child("action"), m.Action, policy.ActionNames()))
 		}
 	}
 	return errs
 }
 
-var nodeCoverageRule = newRule(Rule{
+var nodeCoverageRule = policy.NewRule(policy.Rule{
 	ID:    nodeCoverageID,
 	Title: "The DaemonSet runs on every node it should",
 	Why: "dsguard predicts, like the DaemonSet controller, which nodes a DaemonSet will run on and which it " +
@@ -64,10 +65,10 @@ var nodeCoverageRule = newRule(Rule{
 		"are expected and never reported.",
 	Remediation: "Tolerate the taints of the nodes the DaemonSet must cover, or declare the gap with the " +
 		"coverage.dsguard.io/intended annotation.",
-	DefaultAction: ActionDeny,
+	DefaultAction: policy.ActionDeny,
 	NeedsNodes:    true,
 	Exemptible:    true,
-	Params: []ParamDoc{
+	Params: []policy.ParamDoc{
 		{Name: "denyAtZero", Type: "boolean", Default: "true",
 			Description: "Deny a DaemonSet that would run on no node because taints exclude every node its selectors pick; " +
 				"false warns instead. Skipping only some nodes always warns at most, and a selector that matches no node " +
@@ -81,7 +82,7 @@ var nodeCoverageRule = newRule(Rule{
 // nodesNamed is how many node names a message lists before "and N more".
 const nodesNamed = 5
 
-func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []Finding {
+func checkNodeCoverage(ds *appsv1.DaemonSet, env *policy.Env, p *NodeCoverageParams) []policy.Finding {
 	cov := env.Coverage(ds)
 	if cov == nil || cov.Total == 0 {
 		return nil
@@ -94,43 +95,43 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	all := cov.Gaps()
 	var gaps []coverage.Skip // those not reported elsewhere
 	for _, s := range all {
-		if !matchesAnyTaint(reported, s.Taint) {
+		if !policy.MatchesAnyTaint(reported, s.Taint) {
 			gaps = append(gaps, s)
 		}
 	}
 	// Every node the selectors pick is eligible or skipped for a taint.
 	selectorMatched := cov.Eligible + cov.Skipped(coverage.SkipTaint)
-	reason, intended := intendedCoverage(ds.Annotations)
-	var out []Finding
+	reason, intended := policy.IntendedCoverage(ds.Annotations)
+	var out []policy.Finding
 	switch {
 	case cov.Eligible == 0 && len(all) > 0:
-		f := Finding{
+		f := policy.Finding{
 			Field: tolerations,
 			Message: fmt.Sprintf("runs on no node: its selectors pick %s, and every one has an untolerated taint: %s",
 				plural(selectorMatched, "node"), describeSkips(all)),
 			Remediation: "tolerate the taints of the nodes this DaemonSet must run on.",
 		}
 		if !p.DenyAtZero {
-			f.Action = ActionWarn
+			f.Action = policy.ActionWarn
 		}
 		out = append(out, f)
 	case cov.Eligible == 0 && selectorMatched == 0:
 		// A GPU pool scaled to zero is normal; say it, never block it.
-		out = append(out, Finding{
-			Action:      ActionWarn,
+		out = append(out, policy.Finding{
+			Action:      policy.ActionWarn,
 			Field:       podSpecPath,
 			Message:     fmt.Sprintf("runs on no node today: no node of %d matches its nodeSelector, node affinity or nodeName", cov.Total),
 			Remediation: "check the nodeSelector and node affinity against the labels of the nodes it should cover.",
 		})
 	case len(gaps) > 0 && intended:
-		out = append(out, Finding{
-			Action:  ActionAudit,
+		out = append(out, policy.Finding{
+			Action:  policy.ActionAudit,
 			Field:   tolerations,
 			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(coverage.NodesIn(gaps), cov.Total), reason, describeSkips(gaps)),
 		})
 	case len(gaps) > 0:
-		out = append(out, Finding{
-			Action:  ActionWarn,
+		out = append(out, policy.Finding{
+			Action:  policy.ActionWarn,
 			Field:   tolerations,
 			Message: fmt.Sprintf("skips %s: %s", ofNodes(coverage.NodesIn(gaps), cov.Total), describeSkips(gaps)),
 			Remediation: "tolerate these taints, or annotate the DaemonSet with coverage.dsguard.io/intended " +
@@ -143,22 +144,22 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *Env, p *NodeCoverageParams) []
 	return out
 }
 
-func checkMinCoverage(ds *appsv1.DaemonSet, cov *coverage.Coverage, p *NodeCoverageParams) (Finding, bool) {
-	namespace := namespaceOf(ds)
+func checkMinCoverage(ds *appsv1.DaemonSet, cov *coverage.Coverage, p *NodeCoverageParams) (policy.Finding, bool) {
+	namespace := policy.NamespaceOf(ds)
 	for _, m := range p.MinCoverage {
-		if !matchAnyGlob(m.Namespaces, namespace) {
+		if !policy.MatchAnyGlob(m.Namespaces, namespace) {
 			continue
 		}
 		// Nodes of another OS or architecture are intended skips.
 		relevant := cov.Total - cov.Skipped(coverage.SkipOSArch)
 		if relevant == 0 || cov.Eligible*100 >= m.Percent*relevant {
-			return Finding{}, false
+			return policy.Finding{}, false
 		}
 		action := m.Action
 		if action == "" {
-			action = ActionWarn
+			action = policy.ActionWarn
 		}
-		return Finding{
+		return policy.Finding{
 			Action: action,
 			Field:  podSpecPath,
 			Message: fmt.Sprintf("covers %d of %d nodes (%d%%), below the %d%% required in namespace %s",
@@ -166,7 +167,7 @@ func checkMinCoverage(ds *appsv1.DaemonSet, cov *coverage.Coverage, p *NodeCover
 			Remediation: "widen the nodeSelector or affinity and tolerate the taints of the nodes it must cover.",
 		}, true
 	}
-	return Finding{}, false
+	return policy.Finding{}, false
 }
 
 func ofNodes(n, total int) string {

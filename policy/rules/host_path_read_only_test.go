@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckHostPathReadOnly(t *testing.T) {
@@ -115,13 +116,13 @@ func TestHostPathReadOnlyParams_Validate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := HostPathReadOnlyParams{AllowWritable: tt.paths}
-			assertFieldErrors(t, p.validate(fp), tt.want)
+			assertFieldErrors(t, p.Validate(fp), tt.want)
 		})
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := Rules().DefaultConfig()
-		RuleConfigOf[HostPathReadOnlyParams](cfg, hostPathReadOnlyID).Parameters.AllowWritable = []string{"etc/cni"}
+		cfg := Builtin().DefaultConfig()
+		policy.RuleConfigOf[HostPathReadOnlyParams](cfg, hostPathReadOnlyID).Parameters.AllowWritable = []string{"etc/cni"}
 		compileErr(t, cfg, "rules.host-path-read-only.parameters.allowWritable[0]")
 	})
 }

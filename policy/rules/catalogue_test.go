@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"bytes"
@@ -8,16 +8,18 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/diff"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 // TestCatalogueMarkdown_MatchesDocs fails when docs/rules.md drifts from the
 // registry; `make docs` regenerates it.
 func TestCatalogueMarkdown_MatchesDocs(t *testing.T) {
 	var got bytes.Buffer
-	if err := Rules().WriteCatalogueMarkdown(&got); err != nil {
+	if err := Builtin().WriteCatalogueMarkdown(&got); err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile("../docs/rules.md")
+	want, err := os.ReadFile("../../docs/rules.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,13 +30,13 @@ func TestCatalogueMarkdown_MatchesDocs(t *testing.T) {
 
 func TestCatalogue_ListsEveryRule(t *testing.T) {
 	var md, text bytes.Buffer
-	if err := Rules().WriteCatalogueMarkdown(&md); err != nil {
+	if err := Builtin().WriteCatalogueMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if err := Rules().WriteCatalogueText(&text); err != nil {
+	if err := Builtin().WriteCatalogueText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range Rules().Rules() {
+	for _, r := range Builtin().Rules() {
 		if !strings.Contains(md.String(), "\n## "+r.ID+"\n") {
 			t.Errorf("markdown catalogue has no section for %s", r.ID)
 		}
@@ -52,22 +54,22 @@ func TestCatalogue_ListsEveryRule(t *testing.T) {
 // TestExamplePolicy_IsTheDefaults keeps examples/policy.yaml, which documents
 // every key with its default, true to DefaultConfig.
 func TestExamplePolicy_IsTheDefaults(t *testing.T) {
-	data, err := os.ReadFile("../examples/policy.yaml")
+	data, err := os.ReadFile("../../examples/policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := Rules().ParseConfig(data)
+	cfg, err := Builtin().ParseConfig(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := configDiff(Rules().DefaultConfig(), cfg); diff != "" {
+	if diff := configDiff(Builtin().DefaultConfig(), cfg); diff != "" {
 		t.Fatalf("examples/policy.yaml differs from the built-in defaults: %s", diff)
 	}
 }
 
 // configDiff compares two configs as YAML, which treats nil and empty lists
 // alike ("users: []" and an absent key mean the same).
-func configDiff(want, got *Config) string {
+func configDiff(want, got *policy.Config) string {
 	w, err := yaml.Marshal(want)
 	if err != nil {
 		return err.Error()

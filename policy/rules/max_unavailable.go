@@ -1,10 +1,12 @@
-package policy
+package rules
 
 import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const maxUnavailableID = "max-unavailable"
@@ -21,7 +23,7 @@ func defaultMaxUnavailableParams() MaxUnavailableParams {
 	return MaxUnavailableParams{MaxPercent: 25}
 }
 
-func (p *MaxUnavailableParams) validate(fp *field.Path) field.ErrorList {
+func (p *MaxUnavailableParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if p.MaxPercent < 0 || p.MaxPercent > 100 {
 		errs = append(errs, field.Invalid(fp.Child("maxPercent"), p.MaxPercent, "must be between 0 and 100"))
@@ -32,16 +34,16 @@ func (p *MaxUnavailableParams) validate(fp *field.Path) field.ErrorList {
 	return errs
 }
 
-var maxUnavailableRule = newRule(Rule{
+var maxUnavailableRule = policy.NewRule(policy.Rule{
 	ID:    maxUnavailableID,
 	Title: "Rolling updates take down only a small share of nodes at once",
 	Why: "maxUnavailable is how many nodes may run without the agent while a rollout is under way. " +
 		"50% means half the fleet is blind at once: no logs, no metrics, no network policy, for as long " +
 		"as the new Pods take to become ready. Unset, it defaults to 1.",
 	Remediation:   "Lower spec.updateStrategy.rollingUpdate.maxUnavailable to the cap (for example 1 or \"10%\").",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
-	Params: []ParamDoc{
+	Params: []policy.ParamDoc{
 		{Name: "maxPercent", Type: "integer 0-100", Default: "25",
 			Description: "Largest percentage allowed for a percentage maxUnavailable."},
 		{Name: "maxCount", Type: "integer", Default: "0 (no cap)",
@@ -49,7 +51,7 @@ var maxUnavailableRule = newRule(Rule{
 	},
 }, defaultMaxUnavailableParams, checkMaxUnavailable)
 
-func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams) []Finding {
+func checkMaxUnavailable(ds *appsv1.DaemonSet, env *policy.Env, p *MaxUnavailableParams) []policy.Finding {
 	if !isRollingUpdate(ds) {
 		return nil
 	}
@@ -61,7 +63,7 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams
 	}
 	n, isPercent, err := parseIntOrPercent(ru.MaxUnavailable)
 	if err != nil {
-		return []Finding{{
+		return []policy.Finding{{
 			Field:       rollingUpdatePath.Child("maxUnavailable"),
 			Message:     fmt.Sprintf("maxUnavailable %s %v", quoteIntOrString(ru.MaxUnavailable), err),
 			Remediation: "set maxUnavailable to a positive integer such as 1 or a percentage such as \"10%\".",
@@ -79,7 +81,7 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams
 			msg = fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: %d%% of %s = %s without this agent at once",
 				n, p.MaxPercent, n, plural(cov.Eligible, "node"), plural(blind, "node"))
 		}
-		return []Finding{{
+		return []policy.Finding{{
 			Field:       rollingUpdatePath.Child("maxUnavailable"),
 			Message:     msg,
 			Remediation: fmt.Sprintf("set maxUnavailable to at most \"%d%%\" or to a small number such as 1.", p.MaxPercent),
@@ -88,7 +90,7 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, env *Env, p *MaxUnavailableParams
 	if p.MaxCount == 0 || n <= p.MaxCount {
 		return nil
 	}
-	return []Finding{{
+	return []policy.Finding{{
 		Field: rollingUpdatePath.Child("maxUnavailable"),
 		Message: fmt.Sprintf("maxUnavailable %d is above the cap of %d: a rollout may blind %d nodes at once",
 			n, p.MaxCount, n),

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"strings"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 const (
@@ -252,12 +253,12 @@ func TestCheckControlPlaneToleration(t *testing.T) {
 			ds:     testobj.DS(testobj.WithTolerations(), func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeName = "node-1" }),
 			params: defaults},
 		{name: "intended coverage records the gap as audit",
-			ds:     testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(IntendedCoverageAnnotation, "workers only; the control plane is managed")),
+			ds:     testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(policy.IntendedCoverageAnnotation, "workers only; the control plane is managed")),
 			params: defaults,
-			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionAudit,
 				prefix: "skips nodes tainted " + cpTaint + ", as intended: workers only; the control plane is managed"}}},
 		{name: "intended coverage without a reason is ignored",
-			ds:     testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(IntendedCoverageAnnotation, "  ")),
+			ds:     testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(policy.IntendedCoverageAnnotation, "  ")),
 			params: defaults, want: missingCP},
 		{name: "no taints configured", ds: testobj.DS(testobj.WithTolerations()), params: ControlPlaneTolerationParams{}},
 	}
@@ -332,13 +333,13 @@ func TestControlPlaneTolerationParams_Validate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := ControlPlaneTolerationParams{Taints: tt.taints}
-			assertFieldErrors(t, p.validate(fp), tt.want)
+			assertFieldErrors(t, p.Validate(fp), tt.want)
 		})
 	}
 
 	t.Run("Compile reports it", func(t *testing.T) {
-		cfg := Rules().DefaultConfig()
-		RuleConfigOf[ControlPlaneTolerationParams](cfg, controlPlaneTolerationID).Parameters.Taints = []TaintConfig{{Key: cpKey, Effect: corev1.TaintEffectPreferNoSchedule}}
+		cfg := Builtin().DefaultConfig()
+		policy.RuleConfigOf[ControlPlaneTolerationParams](cfg, controlPlaneTolerationID).Parameters.Taints = []TaintConfig{{Key: cpKey, Effect: corev1.TaintEffectPreferNoSchedule}}
 		compileErr(t, cfg, "rules.control-plane-toleration.parameters.taints[0].effect")
 	})
 }
@@ -368,15 +369,15 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 				prefix: "no toleration for " + cpTaint + ": skips cp-1, cp-2, cp-3, cp-4, cp-5 and 2 more (7 of 10 nodes), unseen"}}},
 		{name: "no node carries the taint: warn",
 			ds: testobj.DS(testobj.WithTolerations()), nodes: snapshotOf(workers),
-			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn,
 				prefix: "no toleration for " + cpTaint + ": no node carries it today, but such nodes would be skipped"}}},
 		{name: "no nodes at all: warn",
 			ds: testobj.DS(testobj.WithTolerations()), nodes: snapshotOf(),
-			want: []wantFinding{{field: tolerationsField, action: ActionWarn, msg: []string{"no node carries it today"}}}},
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn, msg: []string{"no node carries it today"}}}},
 		{name: "a PreferNoSchedule control-plane taint is not the configured one: warn",
 			ds:    testobj.DS(testobj.WithTolerations()),
 			nodes: snapshotOf(workers, testobj.Node("cp-1", testobj.NodeTaints(testobj.TaintOf(cpKey, "", corev1.TaintEffectPreferNoSchedule)))),
-			want:  []wantFinding{{field: tolerationsField, action: ActionWarn, msg: []string{"no node carries it today"}}}},
+			want:  []wantFinding{{field: tolerationsField, action: policy.ActionWarn, msg: []string{"no node carries it today"}}}},
 		{name: "one of two taints present: deny, naming the nodes of that one",
 			ds: testobj.DS(testobj.WithTolerations()), params: dedicated,
 			nodes: snapshotOf(testobj.ControlPlaneNode("cp-1"), testobj.ControlPlaneNode("cp-2"), workers),
@@ -385,7 +386,7 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 		{name: "a taint with another value does not count",
 			ds: testobj.DS(testobj.WithTolerations(corev1.Toleration{Key: cpKey, Operator: corev1.TolerationOpExists})), params: dedicated,
 			nodes: snapshotOf(workers, testobj.Node("infra-1", testobj.NodeTaints(testobj.TaintOf("dedicated", "gpu", corev1.TaintEffectNoExecute)))),
-			want: []wantFinding{{field: tolerationsField, action: ActionWarn,
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn,
 				prefix: "no toleration for dedicated=infra:NoExecute: no node carries it today"}}},
 		{name: "the configured taint with any value when none is configured",
 			ds:     testobj.DS(testobj.WithTolerations()),
@@ -394,9 +395,9 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 			want: []wantFinding{{field: tolerationsField,
 				prefix: "no toleration for dedicated:NoSchedule: skips infra-1 (1 of 4 nodes)"}}},
 		{name: "intended: audit",
-			ds:    testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(IntendedCoverageAnnotation, "managed control plane")),
+			ds:    testobj.DS(testobj.WithTolerations(), testobj.WithAnnotation(policy.IntendedCoverageAnnotation, "managed control plane")),
 			nodes: snapshotOf(testobj.ControlPlaneNode("cp-1"), workers),
-			want: []wantFinding{{field: tolerationsField, action: ActionAudit,
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionAudit,
 				prefix: "skips nodes tainted " + cpTaint + ", as intended: managed control plane"}}},
 		{name: "tolerated: nothing", ds: testobj.DS(), nodes: snapshotOf(testobj.ControlPlaneNode("cp-1"), workers)},
 	}
@@ -412,12 +413,12 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 
 	t.Run("Evaluate: deny with the taint present, warn without", func(t *testing.T) {
 		ds := testobj.DS(testobj.WithTolerations())
-		present := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: snapshotOf(testobj.ControlPlaneNode("cp-1"), workers)}), controlPlaneTolerationID)
-		absent := findingsOf(Evaluate(ds, Env{Policy: Rules().Default(), Now: testobj.Now, Nodes: snapshotOf(workers)}), controlPlaneTolerationID)
-		if len(present) != 1 || present[0].Action != ActionDeny {
+		present := findingsOf(policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: testobj.Now, Nodes: snapshotOf(testobj.ControlPlaneNode("cp-1"), workers)}), controlPlaneTolerationID)
+		absent := findingsOf(policy.Evaluate(ds, policy.Env{Policy: Builtin().Default(), Now: testobj.Now, Nodes: snapshotOf(workers)}), controlPlaneTolerationID)
+		if len(present) != 1 || present[0].Action != policy.ActionDeny {
 			t.Errorf("taint present:\n%s", describeFindings(present))
 		}
-		if len(absent) != 1 || absent[0].Action != ActionWarn {
+		if len(absent) != 1 || absent[0].Action != policy.ActionWarn {
 			t.Errorf("taint absent:\n%s", describeFindings(absent))
 		}
 	})

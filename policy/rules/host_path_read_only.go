@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const hostPathReadOnlyID = "host-path-read-only"
@@ -19,7 +21,7 @@ type HostPathReadOnlyParams struct {
 	AllowWritable []string `yaml:"allowWritable"`
 }
 
-func (p *HostPathReadOnlyParams) validate(fp *field.Path) field.ErrorList {
+func (p *HostPathReadOnlyParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, d := range p.AllowWritable {
 		if !path.IsAbs(d) {
@@ -40,24 +42,24 @@ func (p *HostPathReadOnlyParams) allows(hostPath string) bool {
 	return false
 }
 
-var hostPathReadOnlyRule = newRule(Rule{
+var hostPathReadOnlyRule = policy.NewRule(policy.Rule{
 	ID:    hostPathReadOnlyID,
 	Title: "hostPath volumes are mounted read-only",
 	Why: "A DaemonSet runs on every node, so a writable hostPath mount gives one image bug or one " +
 		"compromised agent write access to the same host files on the whole fleet at once.",
 	Remediation: "Set readOnly: true on every volumeMount of a hostPath volume, or list the directory in " +
 		"the rule's allowWritable parameter when the agent must write there.",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
-	Params: []ParamDoc{{
+	Params: []policy.ParamDoc{{
 		Name: "allowWritable", Type: "list of absolute paths", Default: "[]",
 		Description: "Host directories (and what lies below them) that may be mounted writable.",
 	}},
 }, nil, checkHostPathReadOnly)
 
-func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *Env, p *HostPathReadOnlyParams) []Finding {
+func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *policy.Env, p *HostPathReadOnlyParams) []policy.Finding {
 	spec := &ds.Spec.Template.Spec
-	var out []Finding
+	var out []policy.Finding
 	for _, list := range containerLists {
 		for i, c := range list.containers(spec) {
 			for j := range c.VolumeMounts {
@@ -69,7 +71,7 @@ func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *Env, p *HostPathReadOnlyPara
 				if hp == nil || p.allows(hp.Path) {
 					continue
 				}
-				out = append(out, Finding{
+				out = append(out, policy.Finding{
 					Field: list.path(i).Child("volumeMounts").Index(j).Child("readOnly"),
 					Message: fmt.Sprintf("%s %q mounts hostPath %s writable on every node it covers",
 						list.noun(&c), c.Name, hp.Path),

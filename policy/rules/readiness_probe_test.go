@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckReadinessProbe(t *testing.T) {
@@ -58,14 +59,14 @@ func TestCheckReadinessProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertFindings(t, checkReadinessProbe(tt.ds, testEnv(), &NoParams{}), tt.want)
+			assertFindings(t, checkReadinessProbe(tt.ds, testEnv(), &policy.NoParams{}), tt.want)
 		})
 	}
 }
 
 func TestCheckReadinessProbe_Remediation(t *testing.T) {
 	ds := testobj.DS(testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})))
-	fs := checkReadinessProbe(ds, testEnv(), &NoParams{})
+	fs := checkReadinessProbe(ds, testEnv(), &policy.NoParams{})
 	if len(fs) != 1 {
 		t.Fatalf("got %d findings, want 1:\n%s", len(fs), describeFindings(fs))
 	}

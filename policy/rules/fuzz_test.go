@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 // goTypeName matches the Go type names yaml.v3 puts in its messages
@@ -80,12 +82,12 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	ds := nodeExporterDaemonSet()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Rules().ParseConfig(data)
+		cfg, err := Builtin().ParseConfig(data)
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("config and error %v returned together", err)
 			}
-			var ce *ConfigError
+			var ce *policy.ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v (%T) is not a *ConfigError", err, err)
 			}
@@ -106,13 +108,13 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		p, err := Compile(cfg)
+		p, err := policy.Compile(cfg)
 		if err != nil {
 			t.Fatalf("ParseConfig accepted a config that does not compile: %v", err)
 		}
 		// The compiled policy must evaluate without panicking.
-		Evaluate(ds, Env{Policy: p, Now: evalNow})
-		again, err := Rules().ParseConfig(data)
+		policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow})
+		again, err := Builtin().ParseConfig(data)
 		if err != nil || !reflect.DeepEqual(cfg, again) {
 			t.Fatalf("parsing the same document twice differs: %v", err)
 		}
@@ -129,7 +131,7 @@ func FuzzParseExemption(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		e, err := ParseExemption(value)
+		e, err := policy.ParseExemption(value)
 		if err != nil {
 			return
 		}

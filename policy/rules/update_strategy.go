@@ -1,27 +1,29 @@
-package policy
+package rules
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const updateStrategyID = "update-strategy"
 
-var updateStrategyRule = newRule(Rule{
+var updateStrategyRule = policy.NewRule(policy.Rule{
 	ID:    updateStrategyID,
 	Title: "Rollouts finish on their own",
 	Why: "With updateStrategy OnDelete a template change reaches a node only when someone deletes that " +
 		"node's Pod. The rollout never finishes by itself: updatedNumberScheduled stays behind and nodes " +
 		"run mixed versions indefinitely.",
 	Remediation:   "Use updateStrategy type RollingUpdate with a small maxUnavailable.",
-	DefaultAction: ActionWarn,
+	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
 }, nil, checkUpdateStrategy)
 
-func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
+func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
 	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
 		return nil
 	}
-	return []Finding{{
+	return []policy.Finding{{
 		Field:       updateStrategyPath.Child("type"),
 		Message:     "updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand",
 		Remediation: "set spec.updateStrategy.type: RollingUpdate with maxUnavailable: 1.",

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"fmt"
@@ -7,11 +7,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 const surgeHostPortID = "surge-host-port"
 
-var surgeHostPortRule = newRule(Rule{
+var surgeHostPortRule = policy.NewRule(policy.Rule{
 	ID:    surgeHostPortID,
 	Title: "No maxSurge rollout for agents that bind host ports",
 	Why: "With maxSurge the controller starts the new Pod on a node before the old one stops. " +
@@ -20,18 +22,18 @@ var surgeHostPortRule = newRule(Rule{
 		"no declared port the new Pod schedules, but its process cannot bind while the old one runs.",
 	Remediation: "Set spec.updateStrategy.rollingUpdate.maxSurge to 0 and pace the rollout with maxUnavailable, " +
 		"or stop binding host ports.",
-	DefaultAction: ActionDeny,
+	DefaultAction: policy.ActionDeny,
 	Exemptible:    true,
 }, nil, checkSurgeHostPort)
 
-func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
+func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
 	ru := ds.Spec.UpdateStrategy.RollingUpdate
 	if !isRollingUpdate(ds) || ru == nil || ru.MaxSurge == nil {
 		return nil
 	}
 	surges, err := resolvesAboveZero(ru.MaxSurge)
 	if err != nil {
-		return []Finding{{Field: rollingUpdatePath.Child("maxSurge"), Message: fmt.Sprintf("maxSurge %s: %v", quoteIntOrString(ru.MaxSurge), err),
+		return []policy.Finding{{Field: rollingUpdatePath.Child("maxSurge"), Message: fmt.Sprintf("maxSurge %s: %v", quoteIntOrString(ru.MaxSurge), err),
 			Remediation: "set maxSurge to a non-negative integer or a percentage such as \"0\" or \"25%\"."}}
 	}
 	if !surges {
@@ -64,15 +66,15 @@ func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *Env, _ *NoParams) []Finding {
 	surgePath := rollingUpdatePath.Child("maxSurge")
 	switch {
 	case len(ports) > 0:
-		return []Finding{{
+		return []policy.Finding{{
 			Field: surgePath,
 			Message: fmt.Sprintf("maxSurge %s with %s: the surge Pod needs a port the old Pod holds and "+
 				"stays Pending", surge, strings.Join(ports, ", ")),
 			Remediation: "set maxSurge: 0 and maxUnavailable: 1 (or a small percentage); the old Pod then stops before the new one binds.",
 		}}
 	case spec.HostNetwork:
-		return []Finding{{
-			Action:      ActionWarn,
+		return []policy.Finding{{
+			Action:      policy.ActionWarn,
 			Field:       surgePath,
 			Message:     fmt.Sprintf("maxSurge %s with hostNetwork: the new Pod cannot bind a port the old one holds", surge),
 			Remediation: "set maxSurge: 0 and maxUnavailable: 1 unless the agent binds no port at all.",

@@ -1,4 +1,4 @@
-package policy
+package rules
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/internal/testobj"
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestCheckUpdateStrategy(t *testing.T) {
@@ -27,7 +28,7 @@ func TestCheckUpdateStrategy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertFindings(t, checkUpdateStrategy(tt.ds, testEnv(), &NoParams{}), tt.want)
+			assertFindings(t, checkUpdateStrategy(tt.ds, testEnv(), &policy.NoParams{}), tt.want)
 		})
 	}
 }
