@@ -8,10 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
@@ -19,22 +19,11 @@ import (
 // PolicyConfigMapPath is where the API server sends reviews of the policy ConfigMap.
 const PolicyConfigMapPath = "/validate-policy"
 
-// PolicyRef names the ConfigMap and key that hold the policy.
-type PolicyRef struct {
-	Namespace string
-	Name      string
-	Key       string
-}
-
-func (r PolicyRef) String() string {
-	return fmt.Sprintf("ConfigMap %s/%s key %s", r.Namespace, r.Name, r.Key)
-}
-
 // PolicyConfigMapValidator refuses a policy ConfigMap whose policy does not
 // parse or validate, so `kubectl apply` of a broken policy fails with its line
 // and field instead of being discovered later in dsguard's logs.
 type PolicyConfigMapValidator struct {
-	Ref PolicyRef
+	Ref clusterview.PolicyRef
 }
 
 var _ admission.Validator[*corev1.ConfigMap] = &PolicyConfigMapValidator{}
@@ -102,9 +91,4 @@ func policyPosition(p policy.ConfigProblem) string {
 		parts = append(parts, p.Field)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// keyOf returns the namespaced name of the policy ConfigMap.
-func (r PolicyRef) keyOf() types.NamespacedName {
-	return types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
 }

@@ -7,10 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/clusterview"
 )
 
 func TestPolicyConfigMapValidator(t *testing.T) {
-	v := &PolicyConfigMapValidator{Ref: PolicyRef{Namespace: ownNamespace, Name: "dsguard-policy", Key: "policy.yaml"}}
+	v := &PolicyConfigMapValidator{Ref: clusterview.PolicyRef{Namespace: ownNamespace, Name: "dsguard-policy", Key: "policy.yaml"}}
 	cm := func(name string, data map[string]string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNamespace, Name: name}, Data: data}
 	}

@@ -16,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
@@ -38,7 +39,7 @@ var DefaultFailOpenNamespaces = []string{
 // annotations, which the Validator interface cannot.
 type DaemonSetHandler struct {
 	decoder admission.Decoder
-	source  *PolicySource
+	source  *clusterview.PolicySource
 	metrics *Metrics
 	// ownNamespace is never evaluated, so that dsguard can always repair itself.
 	ownNamespace string
@@ -61,8 +62,8 @@ type DaemonSetHandler struct {
 
 // NewDaemonSetHandler returns the DaemonSet handler. nodes may be nil (no
 // node-dependent rules).
-func NewDaemonSetHandler(scheme *runtime.Scheme, source *PolicySource, m *Metrics, ownNamespace string,
-	nodes *NodeView) *DaemonSetHandler {
+func NewDaemonSetHandler(scheme *runtime.Scheme, source *clusterview.PolicySource, m *Metrics, ownNamespace string,
+	nodes *clusterview.NodeView) *DaemonSetHandler {
 	h := &DaemonSetHandler{
 		decoder:      admission.NewDecoder(scheme),
 		source:       source,

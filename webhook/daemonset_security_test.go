@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
 )
 
@@ -71,7 +72,7 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _, m := newTestHandler(t, "")
 			if tt.noPolicy {
-				h.source = NewPolicySource(m)
+				h.source = clusterview.NewPolicySource(nil)
 			}
 			h.FailOpenNamespaces = []string{"kube-system", "calico-system", "kube-flannel"}
 			resp := h.Handle(t.Context(), tt.req(t))

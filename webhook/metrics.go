@@ -8,12 +8,9 @@ import (
 // its webhook latency and in-flight metrics on the same registry. Labels are
 // bounded: rule IDs and actions, never object or node names.
 type Metrics struct {
-	Decisions        *prometheus.CounterVec
-	Findings         *prometheus.CounterVec
-	PolicyReloads    *prometheus.CounterVec
-	PolicyGeneration prometheus.Gauge
-	PolicyDegraded   prometheus.Gauge
-	Bypasses         prometheus.Counter
+	Decisions *prometheus.CounterVec
+	Findings  *prometheus.CounterVec
+	Bypasses  prometheus.Counter
 	// ConnectionsEvicted counts connections closed at the connection cap.
 	ConnectionsEvicted prometheus.Counter
 }
@@ -29,18 +26,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dsguard_findings_total",
 			Help: "Findings reported at admission, by rule and final action.",
 		}, []string{"rule", "action"}),
-		PolicyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dsguard_policy_reloads_total",
-			Help: "Policy loads by result (success, invalid, defaults).",
-		}, []string{"result"}),
-		PolicyGeneration: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dsguard_policy_generation",
-			Help: "Generation of the active policy; increases with every successful load.",
-		}),
-		PolicyDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dsguard_policy_degraded",
-			Help: "1 while the policy ConfigMap is invalid and an earlier policy (or the built-in defaults) is served.",
-		}),
 		Bypasses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dsguard_bypass_total",
 			Help: "DaemonSet requests admitted unchecked because the user or a group is on the policy's bypass list.",
@@ -50,7 +35,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_webhook_connections_evicted_total",
 		Help: "Connections to the webhook port closed at the connection cap (--max-connections) before they delivered a whole request: a sign of slow or abusive clients.",
 	})
-	reg.MustRegister(m.Decisions, m.Findings, m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.Bypasses,
-		m.ConnectionsEvicted)
+	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted)
 	return m
 }

@@ -18,11 +18,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
-	"github.com/dsguard/dsguard/policy/report"
 	"github.com/dsguard/dsguard/policy/rules"
-	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
 type auditOptions struct {
@@ -107,7 +106,7 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 	if err != nil {
 		return err
 	}
-	gaps := report.GapClock{}
+	gaps := audit.GapClock{}
 	for {
 		entries, err := auditOnce(ctx, c, pol, namespace, name, gaps, o.window)
 		if err != nil {
@@ -118,9 +117,9 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 			fmt.Fprintf(out, "\n%s\n", time.Now().Format(time.RFC3339))
 		}
 		if o.output == "json" {
-			err = report.WriteAuditJSON(out, entries, true)
+			err = audit.WriteJSON(out, entries, true)
 		} else {
-			err = report.WriteAuditTable(out, entries, o.output == "wide")
+			err = audit.WriteTable(out, entries, o.output == "wide")
 		}
 		if err != nil {
 			return err
@@ -173,7 +172,7 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 }
 
 func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string,
-	gaps report.GapClock, window time.Duration) ([]report.AuditEntry, error) {
+	gaps audit.GapClock, window time.Duration) ([]audit.Entry, error) {
 	var dsList appsv1.DaemonSetList
 	if err := c.List(ctx, &dsList, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing DaemonSets: %w", err)
@@ -198,10 +197,10 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 	}
 	now := time.Now()
 	gaps.Observe(dss, now)
-	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: window})
+	entries := audit.Run(audit.Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: window})
 	for i := range entries {
 		if entries[i].Status.Gap > 0 {
-			if err := dswebhook.InvestigateGap(ctx, c, &entries[i], snap); err != nil {
+			if err := audit.InvestigateGap(ctx, c, &entries[i], snap); err != nil {
 				return nil, err
 			}
 		}

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
-	"github.com/dsguard/dsguard/policy/report"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -69,17 +69,17 @@ func newCheckCommand() *cobra.Command {
 				}
 				env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
 			}
-			rep := report.Check(&set, env, namespace)
+			rep := check.Run(&set, env, namespace)
 			var err error
 			if output == "json" {
-				err = report.WriteJSON(cmd.OutOrStdout(), rep)
+				err = check.WriteJSON(cmd.OutOrStdout(), rep)
 			} else {
-				err = report.WriteText(cmd.OutOrStdout(), rep)
+				err = check.WriteText(cmd.OutOrStdout(), rep)
 			}
 			if err != nil {
 				return err
 			}
-			if code := rep.ExitCode(); code != report.ExitOK {
+			if code := rep.ExitCode(); code != check.ExitOK {
 				return exitError{code: code}
 			}
 			return nil

@@ -25,7 +25,9 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
+	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/certs"
+	"github.com/dsguard/dsguard/clusterview"
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -129,7 +131,7 @@ func runServe(o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	ref := dswebhook.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
+	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
 
 	// TLS 1.2 at least, AEAD suites only, HTTP/2 off.
 	tlsOpts := []func(*tls.Config){dswebhook.HardenTLS}
@@ -180,7 +182,7 @@ func runServe(o *serveOptions) error {
 				Field:      fields.OneTermEqualSelector("metadata.name", o.policyName),
 			},
 			// Nodes: only names, labels and taints are kept.
-			&corev1.Node{}: {Transform: dswebhook.StripNode},
+			&corev1.Node{}: {Transform: clusterview.StripNode},
 			// DaemonSets: the auditor reads metadata, spec and status.
 			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
@@ -197,8 +199,8 @@ func runServe(o *serveOptions) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	source := dswebhook.NewPolicySource(m)
-	if err := mgr.Add(&dswebhook.PolicyLoader{
+	source := clusterview.NewPolicySource(clusterview.NewPolicyMetrics(metrics.Registry))
+	if err := mgr.Add(&clusterview.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"),
 	}); err != nil {
@@ -213,16 +215,16 @@ func runServe(o *serveOptions) error {
 			return err
 		}
 	}
-	nodes := &dswebhook.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
+	nodes := &clusterview.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
 	if err := mgr.Add(nodes); err != nil {
 		return err
 	}
-	if err := mgr.Add(&dswebhook.Auditor{
+	if err := mgr.Add(&audit.Auditor{
 		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
-		Metrics: dswebhook.NewAuditMetrics(metrics.Registry), OwnNamespace: o.namespace,
+		Metrics: audit.NewMetrics(metrics.Registry), OwnNamespace: o.namespace,
 		Interval: o.auditInterval, Window: o.gapWindow,
-		Reports: &dswebhook.ReportWriter{
+		Reports: &audit.ReportWriter{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
 			Log: ctrl.Log.WithName("reports"), Recheck: 2 * o.auditInterval,
 		},

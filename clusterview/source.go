@@ -1,4 +1,4 @@
-package webhook
+package clusterview
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // invalid document never replaces the last good one.
 type PolicySource struct {
 	active  atomic.Pointer[ActivePolicy]
-	metrics *Metrics
+	metrics *PolicyMetrics
 
 	mu       sync.Mutex // serialises loads so generations increase in order
 	degraded error
@@ -31,7 +31,7 @@ type ActivePolicy struct {
 
 // NewPolicySource returns a source with no policy loaded yet; it is not ready
 // until the first Load or UseDefaults.
-func NewPolicySource(m *Metrics) *PolicySource {
+func NewPolicySource(m *PolicyMetrics) *PolicySource {
 	return &PolicySource{metrics: m}
 }
 

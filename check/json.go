@@ -1,4 +1,4 @@
-package report
+package check
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ type jsonError struct {
 
 // WriteJSON renders the report as one JSON object with a stable shape:
 // lists are never null, and every finding (audit level included) is listed.
-func WriteJSON(w io.Writer, r *Report) error {
+func WriteJSON(w io.Writer, r *Results) error {
 	out := jsonReport{
 		APIVersion: JSONAPIVersion, Kind: JSONKind, Summary: r.Summary(),
 		Results: []jsonResult{}, Skipped: map[string]int{}, Errors: []jsonError{}, Notes: []string{},

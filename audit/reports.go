@@ -1,4 +1,4 @@
-package webhook
+package audit
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/policy"
-	"github.com/dsguard/dsguard/policy/report"
 )
 
 // ReportName is the name of the OpenReports Report dsguard keeps in each
@@ -49,14 +48,14 @@ type ReportWriter struct {
 
 // Write publishes one Report per namespace of entries and deletes the ones
 // of namespaces that no longer have DaemonSets.
-func (w *ReportWriter) Write(ctx context.Context, entries []report.AuditEntry, now time.Time) {
+func (w *ReportWriter) Write(ctx context.Context, entries []Entry, now time.Time) {
 	if !w.crdInstalled(now) {
 		return
 	}
 	if w.written == nil {
 		w.written = map[string]bool{}
 	}
-	byNamespace := map[string][]*report.AuditEntry{}
+	byNamespace := map[string][]*Entry{}
 	for i := range entries {
 		ns := entries[i].DaemonSet.Namespace
 		byNamespace[ns] = append(byNamespace[ns], &entries[i])
@@ -136,7 +135,7 @@ func sameResults(a, b []openreportsv1alpha1.ReportResult) bool {
 // buildReport turns one namespace's audit into a Report: per DaemonSet, one
 // "coverage" result from its status and predicted coverage, and one result per
 // policy finding.
-func buildReport(ns string, entries []*report.AuditEntry, now time.Time) *openreportsv1alpha1.Report {
+func buildReport(ns string, entries []*Entry, now time.Time) *openreportsv1alpha1.Report {
 	r := &openreportsv1alpha1.Report{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReportName,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "dsguard"}},

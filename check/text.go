@@ -1,4 +1,4 @@
-package report
+package check
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // WriteText renders the report for a person at a terminal: every DaemonSet
 // with its verdict, each visible finding with rule, field, message and fix,
 // then every unreadable document, then a summary line.
-func WriteText(w io.Writer, r *Report) error {
+func WriteText(w io.Writer, r *Results) error {
 	var b strings.Builder
 	audit := 0
 	for i := range r.Results {

@@ -1,4 +1,4 @@
-package webhook
+package audit
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
-	"github.com/dsguard/dsguard/policy/report"
 )
 
 // Auditor is the leader-elected loop that keeps watching coverage after
@@ -33,11 +33,11 @@ type Auditor struct {
 	// Pods lists the Pods of one DaemonSet on demand (an uncached reader):
 	// a cluster-wide Pod informer would be huge at 5,000 nodes.
 	Pods     client.Reader
-	Nodes    *NodeView
-	Source   *PolicySource
+	Nodes    *clusterview.NodeView
+	Source   *clusterview.PolicySource
 	Recorder events.EventRecorder
 	Log      logr.Logger
-	Metrics  *AuditMetrics
+	Metrics  *Metrics
 	// OwnNamespace is never audited, like it is never admitted.
 	OwnNamespace string
 	// Interval re-audits even without changes, so a gap turns persistent.
@@ -49,32 +49,32 @@ type Auditor struct {
 	Now     func() time.Time
 
 	seen     map[types.NamespacedName]*auditMemory
-	gapClock report.GapClock
+	gapClock GapClock
 }
 
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
 // fire Events on changes only.
 type auditMemory struct {
 	gaps       map[string]string // nodes skipped for counted taints → reason
-	state      policy.StatusState
+	state      StatusState
 	violations string
 }
 
-// AuditMetrics are the per-DaemonSet gauges. Labels are bounded by the number
+// Metrics are the per-DaemonSet gauges. Labels are bounded by the number
 // of DaemonSets (and fixed sets of reasons, counters and states), never by nodes.
-type AuditMetrics struct {
+type Metrics struct {
 	Uncovered *prometheus.GaugeVec
 	Eligible  *prometheus.GaugeVec
 	Counters  *prometheus.GaugeVec
 	State     *prometheus.GaugeVec
 }
 
-var auditStates = []policy.StatusState{policy.StateHealthy, policy.StateRollingOut, policy.StateAwaitingManualDelete,
-	policy.StateCoverageGap, policy.StatePersistentGap, policy.StateMisscheduled, policy.StateNotObserved}
+var auditStates = []StatusState{StateHealthy, StateRollingOut, StateAwaitingManualDelete,
+	StateCoverageGap, StatePersistentGap, StateMisscheduled, StateNotObserved}
 
-// NewAuditMetrics creates and registers the gauges.
-func NewAuditMetrics(reg prometheus.Registerer) *AuditMetrics {
-	m := &AuditMetrics{
+// NewMetrics creates and registers the gauges.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
 		Uncovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dsguard_daemonset_uncovered_nodes",
 			Help: "Nodes a DaemonSet is predicted to skip, by reason (taint, intended-taint, transient-taint, selector, os-arch, nodeName).",
@@ -102,14 +102,14 @@ func (a *Auditor) NeedLeaderElection() bool { return true }
 // Start implements manager.Runnable.
 func (a *Auditor) Start(ctx context.Context) error {
 	a.seen = map[types.NamespacedName]*auditMemory{}
-	a.gapClock = report.GapClock{}
+	a.gapClock = GapClock{}
 	if a.Now == nil {
 		a.Now = time.Now
 	}
 	if a.Interval == 0 {
 		a.Interval = 30 * time.Second
 	}
-	dsChanged, err := watchChanges(ctx, a.Cache, &appsv1.DaemonSet{})
+	dsChanged, err := clusterview.WatchChanges(ctx, a.Cache, &appsv1.DaemonSet{})
 	if err != nil {
 		return fmt.Errorf("DaemonSet informer: %w", err)
 	}
@@ -161,7 +161,7 @@ func (a *Auditor) audit(ctx context.Context) error {
 		dss = append(dss, ds)
 	}
 	a.gapClock.Observe(dss, now)
-	entries := report.Audit(report.AuditInput{DaemonSets: dss, Nodes: snap, Policy: active.Policy, Now: now,
+	entries := Run(Input{DaemonSets: dss, Nodes: snap, Policy: active.Policy, Now: now,
 		GapSince: a.gapClock, Window: a.Window})
 	for i := range entries {
 		a.observe(ctx, &entries[i], snap)
@@ -179,7 +179,7 @@ func (a *Auditor) audit(ctx context.Context) error {
 }
 
 // observe compares one DaemonSet with what was seen before and reports changes.
-func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *coverage.NodeSnapshot) {
+func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnapshot) {
 	key := e.Key()
 	ds := e.DaemonSet
 	mem, known := a.seen[key]
@@ -204,12 +204,12 @@ func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *cover
 		switch {
 		case e.Status.HasGap():
 			msg := e.Status.Reason
-			if st == policy.StatePersistentGap {
+			if st == StatePersistentGap {
 				msg += "; " + a.investigate(ctx, e, snap)
 			}
 			a.event(ds, corev1.EventTypeWarning, string(st), "%s", msg)
-		case !known || st == policy.StateNotObserved:
-		case st == policy.StateHealthy && isGapState(mem.state):
+		case !known || st == StateNotObserved:
+		case st == StateHealthy && isGapState(mem.state):
 			a.event(ds, corev1.EventTypeNormal, "CoverageRestored", "%s", e.Status.Reason)
 		default:
 			a.event(ds, corev1.EventTypeNormal, string(st), "%s", e.Status.Reason)
@@ -227,12 +227,12 @@ func (a *Auditor) observe(ctx context.Context, e *report.AuditEntry, snap *cover
 	}
 }
 
-func isGapState(s policy.StatusState) bool {
-	return s == policy.StateCoverageGap || s == policy.StatePersistentGap || s == policy.StateMisscheduled
+func isGapState(s StatusState) bool {
+	return s == StateCoverageGap || s == StatePersistentGap || s == StateMisscheduled
 }
 
 // investigate says, node by node, why the DaemonSet has no ready Pod there.
-func (a *Auditor) investigate(ctx context.Context, e *report.AuditEntry, snap *coverage.NodeSnapshot) string {
+func (a *Auditor) investigate(ctx context.Context, e *Entry, snap *coverage.NodeSnapshot) string {
 	if a.Pods == nil {
 		return "no Pod reader configured"
 	}
@@ -308,7 +308,7 @@ func describeNewlySkipped(nodes []string, reasons map[string]string) string {
 	return strings.Join(parts, ", ")
 }
 
-func (a *Auditor) record(e *report.AuditEntry) {
+func (a *Auditor) record(e *Entry) {
 	m := a.Metrics
 	if m == nil {
 		return

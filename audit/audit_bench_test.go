@@ -1,4 +1,4 @@
-package report
+package audit
 
 import (
 	"fmt"
@@ -49,8 +49,8 @@ func BenchmarkAudit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		snap := coverage.NewNodeSnapshot(nodes)
-		entries := Audit(AuditInput{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, Window: 5 * time.Minute})
-		if err := WriteAuditTable(io.Discard, entries, true); err != nil {
+		entries := Run(Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, Window: 5 * time.Minute})
+		if err := WriteTable(io.Discard, entries, true); err != nil {
 			b.Fatal(err)
 		}
 	}

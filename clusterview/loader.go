@@ -1,4 +1,4 @@
-package webhook
+package clusterview
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (l *PolicyLoader) Start(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { l.apply(obj) },
 		DeleteFunc: func(obj any) {
 			if cm := asConfigMap(obj); cm != nil && l.matches(cm) {
-				l.Log.Info("policy ConfigMap deleted: enforcing the built-in defaults", "configMap", l.Ref.keyOf())
+				l.Log.Info("policy ConfigMap deleted: enforcing the built-in defaults", "configMap", l.Ref.NamespacedName())
 				l.Source.UseDefaults(l.Ref.String() + " was deleted")
 			}
 		},
@@ -49,7 +49,7 @@ func (l *PolicyLoader) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if l.Source.Current() == nil {
-		l.Log.Info("no policy ConfigMap: enforcing the built-in defaults", "configMap", l.Ref.keyOf())
+		l.Log.Info("no policy ConfigMap: enforcing the built-in defaults", "configMap", l.Ref.NamespacedName())
 		l.Source.UseDefaults("no " + l.Ref.String())
 	}
 	<-ctx.Done()
@@ -76,7 +76,7 @@ func (l *PolicyLoader) apply(obj any) {
 	}
 	active := l.Source.Current()
 	if err != nil {
-		l.Log.Error(err, "invalid policy: keeping the previous policy", "configMap", l.Ref.keyOf(),
+		l.Log.Error(err, "invalid policy: keeping the previous policy", "configMap", l.Ref.NamespacedName(),
 			"activePolicy", active.Origin, "generation", active.Generation)
 		if l.Recorder != nil {
 			l.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, "InvalidPolicy", "LoadPolicy",
@@ -84,7 +84,7 @@ func (l *PolicyLoader) apply(obj any) {
 		}
 		return
 	}
-	l.Log.Info("policy loaded", "configMap", l.Ref.keyOf(), "generation", active.Generation,
+	l.Log.Info("policy loaded", "configMap", l.Ref.NamespacedName(), "generation", active.Generation,
 		"resourceVersion", cm.ResourceVersion)
 	if l.Recorder != nil {
 		l.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, "PolicyLoaded", "LoadPolicy",

@@ -1,4 +1,4 @@
-package webhook
+package clusterview
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (v *NodeView) ReadyCheck(_ *http.Request) error {
 
 // Start implements manager.Runnable.
 func (v *NodeView) Start(ctx context.Context) error {
-	changed, err := watchChanges(ctx, v.Cache, &corev1.Node{})
+	changed, err := WatchChanges(ctx, v.Cache, &corev1.Node{})
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
@@ -113,10 +113,10 @@ func (v *NodeView) rebuild(ctx context.Context) error {
 	return nil
 }
 
-// watchChanges returns a channel that receives a value whenever an object of
+// WatchChanges returns a channel that receives a value whenever an object of
 // obj's kind is added, updated or deleted in c. Events coalesce: the reader
 // rebuilds from the cache, so it needs to know "something changed", not what.
-func watchChanges(ctx context.Context, c cache.Cache, obj client.Object) (<-chan struct{}, error) {
+func WatchChanges(ctx context.Context, c cache.Cache, obj client.Object) (<-chan struct{}, error) {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return nil, err

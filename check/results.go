@@ -1,6 +1,4 @@
-// Package report evaluates decoded manifests and renders the verdicts of
-// `dsguard check` for people (text) and machines (JSON).
-package report
+package check
 
 import (
 	"github.com/dsguard/dsguard/policy"
@@ -37,8 +35,8 @@ func (r *Result) Verdict() Verdict {
 	return VerdictPass
 }
 
-// Report is the outcome of checking a set of manifests.
-type Report struct {
+// Results is the outcome of checking a set of manifests.
+type Results struct {
 	Results []Result
 	Errors  []*manifest.Error
 	Files   int
@@ -47,10 +45,10 @@ type Report struct {
 	Notes []string
 }
 
-// Check evaluates every DaemonSet of the set. DaemonSets without a namespace
+// Run evaluates every DaemonSet of the set. DaemonSets without a namespace
 // are judged as if applied to defaultNamespace, as kubectl would.
-func Check(set *manifest.Set, env policy.Env, defaultNamespace string) *Report {
-	r := &Report{Errors: set.Errors, Files: set.Files, Skipped: set.Skipped}
+func Run(set *manifest.Set, env policy.Env, defaultNamespace string) *Results {
+	r := &Results{Errors: set.Errors, Files: set.Files, Skipped: set.Skipped}
 	for _, d := range set.DaemonSets {
 		ds := d.DaemonSet
 		if ds.Namespace == "" {
@@ -78,7 +76,7 @@ const (
 
 // ExitCode is 2 when some document could not be read (the verdict is then
 // incomplete), 1 when any DaemonSet is denied, else 0.
-func (r *Report) ExitCode() int {
+func (r *Results) ExitCode() int {
 	if len(r.Errors) > 0 {
 		return ExitInvalid
 	}
@@ -102,7 +100,7 @@ type Summary struct {
 }
 
 // Summary returns the counts of the report.
-func (r *Report) Summary() Summary {
+func (r *Results) Summary() Summary {
 	s := Summary{Files: r.Files, DaemonSets: len(r.Results), Errors: len(r.Errors)}
 	for _, n := range r.Skipped {
 		s.Skipped += n

@@ -1,4 +1,4 @@
-package webhook
+package clusterview
 
 import (
 	"strings"
@@ -13,11 +13,11 @@ import (
 )
 
 func TestPolicyLoader_Apply(t *testing.T) {
-	ref := PolicyRef{Namespace: ownNamespace, Name: "dsguard-policy", Key: "policy.yaml"}
+	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
 	cm := func(rv string, data map[string]string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNamespace, Name: ref.Name, ResourceVersion: rv}, Data: data}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "dsguard-system", Name: ref.Name, ResourceVersion: rv}, Data: data}
 	}
-	src := NewPolicySource(NewMetrics(prometheus.NewRegistry()))
+	src := NewPolicySource(NewPolicyMetrics(prometheus.NewRegistry()))
 	rec := events.NewFakeRecorder(10)
 	l := &PolicyLoader{Ref: ref, Source: src, Recorder: rec, Log: logr.Discard()}
 	event := func() string {

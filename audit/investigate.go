@@ -1,4 +1,4 @@
-package webhook
+package audit
 
 import (
 	"context"
@@ -9,14 +9,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/coverage"
-	"github.com/dsguard/dsguard/policy/report"
 )
 
 // InvestigateGap fills e.Investigation: it lists the Pods of that one
 // DaemonSet through r (on demand; no cluster-wide Pod informer) and diagnoses
 // each node the prediction on nodes says should run one but has no ready Pod.
 // The in-cluster auditor and `dsguard audit` share it.
-func InvestigateGap(ctx context.Context, r client.Reader, e *report.AuditEntry, nodes *coverage.NodeSnapshot) error {
+func InvestigateGap(ctx context.Context, r client.Reader, e *Entry, nodes *coverage.NodeSnapshot) error {
 	sel, err := metav1.LabelSelectorAsSelector(e.DaemonSet.Spec.Selector)
 	if err != nil {
 		return fmt.Errorf("invalid selector of %s: %w", e.Key(), err)

@@ -1,4 +1,4 @@
-package report
+package audit
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsguard/dsguard/coverage"
-	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -41,7 +40,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	healthy := auditDS("healthy", 3, 3, all)
 	gap := auditDS("gap", 3, 2, all)
 	taintGap := auditDS("taint-gap", 2, 2) // skips cp-1, yet its counters look perfect
-	entries := Audit(AuditInput{
+	entries := Run(Input{
 		DaemonSets: []*appsv1.DaemonSet{taintGap, healthy, gap}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: now,
 		GapSince: map[types.NamespacedName]time.Time{{Namespace: "monitoring", Name: "gap"}: now.Add(-10 * time.Minute)},
 		Window:   5 * time.Minute,
@@ -49,7 +48,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	if len(entries) != 3 || entries[0].DaemonSet.Name != "gap" || entries[2].DaemonSet.Name != "taint-gap" {
 		t.Fatalf("entries not sorted by namespace/name: %v", entries)
 	}
-	if entries[0].Status.State != policy.StatePersistentGap || !entries[0].HasGap() {
+	if entries[0].Status.State != StatePersistentGap || !entries[0].HasGap() {
 		t.Errorf("gap: %+v", entries[0].Status)
 	}
 	if entries[1].HasGap() || entries[2].Skipped != 1 || !entries[2].HasGap() {
@@ -58,7 +57,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	entries[0].Investigation = []coverage.NodeDiagnosis{{Node: "worker-2", Pod: "gap-x", State: "Waiting", Reason: "container agent: CrashLoopBackOff"}}
 
 	var table bytes.Buffer
-	if err := WriteAuditTable(&table, entries, true); err != nil {
+	if err := WriteTable(&table, entries, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -77,7 +76,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := WriteAuditJSON(&out, entries, true); err != nil {
+	if err := WriteJSON(&out, entries, true); err != nil {
 		t.Fatal(err)
 	}
 	var rep struct {

@@ -1,4 +1,4 @@
-package report
+package audit
 
 import (
 	"encoding/json"
@@ -16,8 +16,8 @@ import (
 	"github.com/dsguard/dsguard/policy"
 )
 
-// AuditInput is what one audit pass looks at.
-type AuditInput struct {
+// Input is what one audit pass looks at.
+type Input struct {
 	DaemonSets []*appsv1.DaemonSet
 	Nodes      *coverage.NodeSnapshot
 	Policy     *policy.Policy
@@ -53,10 +53,10 @@ func (g GapClock) Observe(dss []*appsv1.DaemonSet, now time.Time) {
 	}
 }
 
-// AuditEntry is the audit of one DaemonSet.
-type AuditEntry struct {
+// Entry is the audit of one DaemonSet.
+type Entry struct {
 	DaemonSet *appsv1.DaemonSet
-	Status    policy.StatusAssessment
+	Status    StatusAssessment
 	Coverage  coverage.Coverage
 	// Skipped counts the nodes left out by untolerated, non-transient
 	// taints: the gap the status counters cannot show.
@@ -69,26 +69,26 @@ type AuditEntry struct {
 }
 
 // Key returns the DaemonSet's namespaced name.
-func (e *AuditEntry) Key() types.NamespacedName {
+func (e *Entry) Key() types.NamespacedName {
 	return types.NamespacedName{Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name}
 }
 
 // HasGap reports a gap an operator must look at: from the counters, or nodes
 // skipped by taints that the DaemonSet does not declare as intended.
-func (e *AuditEntry) HasGap() bool {
+func (e *Entry) HasGap() bool {
 	return e.Status.HasGap() || (e.Skipped > 0 && e.Intended == "")
 }
 
-// Audit assesses every DaemonSet: status counters, predicted coverage on the
+// Run assesses every DaemonSet: status counters, predicted coverage on the
 // live nodes, and the policy's findings on the live object.
-func Audit(in AuditInput) []AuditEntry {
-	out := make([]AuditEntry, 0, len(in.DaemonSets))
+func Run(in Input) []Entry {
+	out := make([]Entry, 0, len(in.DaemonSets))
 	for _, ds := range in.DaemonSets {
 		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
 		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes}
-		e := AuditEntry{
+		e := Entry{
 			DaemonSet: ds,
-			Status:    policy.AssessStatus(ds, in.GapSince[key], in.Now, in.Window),
+			Status:    AssessStatus(ds, in.GapSince[key], in.Now, in.Window),
 		}
 		// One prediction serves the entry and the rules: env caches it
 		// and Evaluate's copy of env carries the cache along.
@@ -107,17 +107,17 @@ func Audit(in AuditInput) []AuditEntry {
 	return out
 }
 
-// WriteAuditTable renders the overview, one row per DaemonSet; wide then adds,
+// WriteTable renders the overview, one row per DaemonSet; wide then adds,
 // per DaemonSet, the skipped nodes, the node-by-node investigation and the
 // findings, below the table so that its columns stay aligned.
-func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
+func WriteTable(w io.Writer, entries []Entry, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tSTATE\tREASON")
 	for i := range entries {
 		e := &entries[i]
 		st := &e.DaemonSet.Status
 		state, reason := string(e.Status.State), e.Status.Reason
-		if e.Status.State == policy.StateHealthy && e.Skipped > 0 && e.Intended == "" {
+		if e.Status.State == StateHealthy && e.Skipped > 0 && e.Intended == "" {
 			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints", e.Skipped)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
@@ -140,7 +140,7 @@ func WriteAuditTable(w io.Writer, entries []AuditEntry, wide bool) error {
 	return err
 }
 
-func auditDetails(e *AuditEntry) []string {
+func auditDetails(e *Entry) []string {
 	var out []string
 	for _, s := range e.Coverage.Skips {
 		if s.Kind != coverage.SkipTaint && s.Kind != coverage.SkipNodeName {
@@ -173,7 +173,7 @@ type jsonAuditEntry struct {
 	Namespace     string                   `json:"namespace"`
 	Name          string                   `json:"name"`
 	Status        appsv1.DaemonSetStatus   `json:"status"`
-	State         policy.StatusState       `json:"state"`
+	State         StatusState              `json:"state"`
 	Reason        string                   `json:"reason"`
 	Gap           int32                    `json:"gap"`
 	HasGap        bool                     `json:"hasGap"`
@@ -197,9 +197,15 @@ type jsonSkip struct {
 	Nodes     []string          `json:"nodes"`
 }
 
-// WriteAuditJSON renders the audit for machines: an AuditReport object with
+// The JSON audit's type; bump the version on any incompatible change.
+const (
+	JSONAPIVersion = "dsguard.io/v1alpha1"
+	JSONKind       = "AuditReport"
+)
+
+// WriteJSON renders the audit for machines: an AuditReport object with
 // one item per DaemonSet.
-func WriteAuditJSON(w io.Writer, entries []AuditEntry, nodesKnown bool) error {
+func WriteJSON(w io.Writer, entries []Entry, nodesKnown bool) error {
 	items := make([]jsonAuditEntry, 0, len(entries))
 	for i := range entries {
 		e := &entries[i]
@@ -229,5 +235,5 @@ func WriteAuditJSON(w io.Writer, entries []AuditEntry, nodesKnown bool) error {
 		APIVersion string           `json:"apiVersion"`
 		Kind       string           `json:"kind"`
 		Items      []jsonAuditEntry `json:"items"`
-	}{JSONAPIVersion, "AuditReport", items})
+	}{JSONAPIVersion, JSONKind, items})
 }

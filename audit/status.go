@@ -1,4 +1,4 @@
-package policy
+package audit
 
 import (
 	"fmt"
