@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -215,7 +216,7 @@ func (s *SelfManaged) notePublished(cas, before []*x509.Certificate, now time.Ti
 		switch t, ok := s.publishedAt[key]; {
 		case ok:
 			seen[key] = t
-		case !s.synced && containsCert(before, ca):
+		case !s.synced && slices.ContainsFunc(before, ca.Equal):
 			seen[key] = time.Time{}
 		default:
 			seen[key] = now
@@ -224,15 +225,6 @@ func (s *SelfManaged) notePublished(cas, before []*x509.Certificate, now time.Ti
 	s.publishedAt = seen
 	s.published = cas
 	s.synced = true
-}
-
-func containsCert(certs []*x509.Certificate, c *x509.Certificate) bool {
-	for _, x := range certs {
-		if x.Equal(c) {
-			return true
-		}
-	}
-	return false
 }
 
 // trustedCAs returns the CAs that have been in the caBundle for at least

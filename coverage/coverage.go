@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -82,7 +83,7 @@ type Coverage struct {
 func (c *Coverage) Skipped(kinds ...SkipKind) int {
 	n := 0
 	for _, s := range c.Skips {
-		if len(kinds) == 0 || containsKind(kinds, s.Kind) {
+		if len(kinds) == 0 || slices.Contains(kinds, s.Kind) {
 			n += len(s.Nodes)
 		}
 	}
@@ -112,15 +113,6 @@ func NodesIn(skips []Skip) int {
 		n += len(s.Nodes)
 	}
 	return n
-}
-
-func containsKind(kinds []SkipKind, k SkipKind) bool {
-	for _, x := range kinds {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
 
 // transientTaints come and go with a node's life (joining, failing, being

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // NodeDiagnosis says why one node that should run a daemon Pod has no ready one.
@@ -71,13 +72,11 @@ func InvestigateGap(ds *appsv1.DaemonSet, eligible []string, pods []corev1.Pod) 
 	return out
 }
 
+// ownedBy reports whether ds controls p: by UID, or by name for a DaemonSet
+// read from a manifest (no UID yet).
 func ownedBy(p *corev1.Pod, ds *appsv1.DaemonSet) bool {
-	for _, ref := range p.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "DaemonSet" && (ref.UID == ds.UID || (ds.UID == "" && ref.Name == ds.Name)) {
-			return true
-		}
-	}
-	return false
+	ref := metav1.GetControllerOfNoCopy(p)
+	return ref != nil && ref.Kind == "DaemonSet" && (ref.UID == ds.UID || (ds.UID == "" && ref.Name == ds.Name))
 }
 
 // DaemonPodNode is the node a daemon Pod is bound to, or, before the
@@ -93,7 +92,7 @@ func DaemonPodNode(p *corev1.Pod) string {
 	}
 	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		for _, f := range t.MatchFields {
-			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+			if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
 				return f.Values[0]
 			}
 		}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -145,19 +146,8 @@ func (p *Policy) Enforcement() Enforcement { return p.enforcement }
 // Bypassed reports whether a user (or one of its groups) is on the
 // break-glass list.
 func (p *Policy) Bypassed(user string, groups []string) bool {
-	for _, u := range p.bypassUsers {
-		if u == user {
-			return true
-		}
-	}
-	for _, g := range groups {
-		for _, b := range p.bypassGroups {
-			if g == b {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.Contains(p.bypassUsers, user) ||
+		slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(p.bypassGroups, g) })
 }
 
 // RuleAction returns the configured action of a rule.

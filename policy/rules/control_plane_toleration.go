@@ -29,11 +29,16 @@ type TaintConfig struct {
 	Effect corev1.TaintEffect `yaml:"effect"`
 }
 
+// String is the taint as kubectl writes it: key[=value]:effect.
 func (t TaintConfig) String() string {
-	if t.Value == "" {
-		return t.Key + ":" + string(t.Effect)
-	}
-	return t.Key + "=" + t.Value + ":" + string(t.Effect)
+	taint := t.taint()
+	return taint.ToString()
+}
+
+// taint is the configured taint as a Kubernetes taint; an empty value
+// matches every value of the key (see policy.MatchesAnyTaint).
+func (t TaintConfig) taint() corev1.Taint {
+	return corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 }
 
 func defaultControlPlaneTolerationParams() ControlPlaneTolerationParams {
@@ -137,7 +142,7 @@ func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationPa
 		if narrowsPlacement(spec, t.Key) {
 			continue
 		}
-		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+		taint := t.taint()
 		if !coverage.ToleratedByDaemonPod(spec, &taint) {
 			out = append(out, t)
 		}
@@ -169,7 +174,7 @@ func reportedTaints(ds *appsv1.DaemonSet, p *ControlPlaneTolerationParams) []cor
 func taintsOf(taints []TaintConfig) []corev1.Taint {
 	out := make([]corev1.Taint, len(taints))
 	for i, t := range taints {
-		out[i] = corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+		out[i] = t.taint()
 	}
 	return out
 }

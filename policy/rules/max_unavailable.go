@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/policy"
@@ -76,8 +77,9 @@ func checkMaxUnavailable(ds *appsv1.DaemonSet, env *policy.Env, p *MaxUnavailabl
 		msg := fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: a rollout may blind %d%% of the nodes at once",
 			n, p.MaxPercent, n)
 		if cov := env.Coverage(ds); cov != nil && cov.Eligible > 0 {
-			// The controller rounds a percentage of desiredNumberScheduled up.
-			blind := (n*cov.Eligible + 99) / 100
+			// The controller scales a percentage of desiredNumberScheduled,
+			// rounding up, with this very function; the value parsed above.
+			blind, _ := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, cov.Eligible, true)
 			msg = fmt.Sprintf("maxUnavailable %d%% is above the %d%% cap: %d%% of %s = %s without this agent at once",
 				n, p.MaxPercent, n, plural(cov.Eligible, "node"), plural(blind, "node"))
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -80,19 +81,7 @@ func podsOf(t *testing.T, name string) []corev1.Pod {
 }
 
 // targetNode is where the controller wants the Pod (its matchFields pin).
-func targetNode(p *corev1.Pod) string {
-	if p.Spec.NodeName != "" {
-		return p.Spec.NodeName
-	}
-	for _, term := range p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		for _, f := range term.MatchFields {
-			if f.Key == "metadata.name" && len(f.Values) == 1 {
-				return f.Values[0]
-			}
-		}
-	}
-	return ""
-}
+func targetNode(p *corev1.Pod) string { return coverage.DaemonPodNode(p) }
 
 // runPods does what the scheduler and the kubelet would: it binds every
 // Pod of the DaemonSet to its node and reports it running, ready unless its

@@ -423,17 +423,8 @@ func checkCoverageShape(res *result) error {
 // required affinity pins it to (the controller leaves binding to the
 // scheduler).
 func targetNode(p *corev1.Pod) string {
-	if p.Spec.NodeName != "" {
-		return p.Spec.NodeName
-	}
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, f := range term.MatchFields {
-				if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
-					return f.Values[0]
-				}
-			}
-		}
+	if n := coverage.DaemonPodNode(p); n != "" {
+		return n
 	}
 	return "<unknown " + p.Name + ">"
 }
