@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -24,13 +25,29 @@ type jsonReport struct {
 }
 
 type jsonResult struct {
-	File      string           `json:"file"`
-	Document  int              `json:"document"`
-	Item      int              `json:"item,omitempty"`
-	Namespace string           `json:"namespace"`
-	Name      string           `json:"name"`
-	Verdict   Verdict          `json:"verdict"`
-	Findings  []policy.Finding `json:"findings"`
+	File      string        `json:"file"`
+	Document  int           `json:"document"`
+	Item      int           `json:"item,omitempty"`
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	Line      int           `json:"line,omitempty"`
+	Verdict   Verdict       `json:"verdict"`
+	Findings  []jsonFinding `json:"findings"`
+	// Placement is present when the node set is known (--nodes, audit).
+	Placement *coverage.Placement `json:"placement,omitempty"`
+}
+
+// jsonFinding is a finding with where its field is written.
+type jsonFinding struct {
+	Rule        string        `json:"rule"`
+	Action      policy.Action `json:"action"`
+	Field       string        `json:"field,omitempty"`
+	Line        int           `json:"line,omitempty"`
+	Column      int           `json:"column,omitempty"`
+	Message     string        `json:"message"`
+	Remediation string        `json:"remediation,omitempty"`
+	Details     []string      `json:"details,omitempty"`
+	Exempted    string        `json:"exempted,omitempty"`
 }
 
 type jsonError struct {
@@ -49,13 +66,17 @@ func WriteJSON(w io.Writer, r *Results) error {
 	}
 	for i := range r.Results {
 		res := &r.Results[i]
-		findings := res.Findings
-		if findings == nil {
-			findings = []policy.Finding{}
+		findings := make([]jsonFinding, len(res.Findings))
+		for j, f := range res.Findings {
+			findings[j] = jsonFinding{Rule: f.RuleID, Action: f.Action, Field: f.FieldString(), Message: f.Message,
+				Remediation: f.Remediation, Details: f.Details, Exempted: f.Exempted}
+			if j < len(res.Positions) {
+				findings[j].Line, findings[j].Column = res.Positions[j].Line, res.Positions[j].Column
+			}
 		}
 		out.Results = append(out.Results, jsonResult{
-			File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item,
-			Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings,
+			File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item, Line: res.Location.Line,
+			Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings, Placement: res.Placement,
 		})
 	}
 	for k, v := range r.Skipped {

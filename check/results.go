@@ -1,6 +1,7 @@
 package check
 
 import (
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -22,6 +23,11 @@ type Result struct {
 	Namespace string
 	Name      string
 	Findings  []policy.Finding
+	// Positions holds, for each finding, where its field is written in
+	// Location.File; zero when unknown (rendered input).
+	Positions []manifest.Position
+	// Placement is the predicted placement; nil without a node set.
+	Placement *coverage.Placement
 }
 
 // Verdict returns deny when any finding denies, warn when any warns, else pass.
@@ -43,28 +49,8 @@ type Results struct {
 	Skipped map[string]int
 	// Notes are things the reader must know about what was not checked.
 	Notes []string
-}
-
-// Run evaluates every DaemonSet of the set. DaemonSets without a namespace
-// are judged as if applied to defaultNamespace, as kubectl would.
-func Run(set *manifest.Set, env policy.Env, defaultNamespace string) *Results {
-	r := &Results{Errors: set.Errors, Files: set.Files, Skipped: set.Skipped}
-	for _, d := range set.DaemonSets {
-		ds := d.DaemonSet
-		if ds.Namespace == "" {
-			ds.Namespace = defaultNamespace
-		}
-		r.Results = append(r.Results, Result{
-			Location:  d.Location,
-			Namespace: ds.Namespace,
-			Name:      ds.Name,
-			Findings:  policy.Evaluate(ds, env),
-		})
-	}
-	if env.Nodes == nil && needsNodes() {
-		r.Notes = append(r.Notes, "node-dependent rules were skipped: pass --nodes (kubectl get nodes -o yaml) to judge coverage")
-	}
-	return r
+	// FailOn is the weakest action that fails the check: deny (default) or warn.
+	FailOn policy.Action
 }
 
 // Exit codes of `dsguard check`.
@@ -75,13 +61,14 @@ const (
 )
 
 // ExitCode is 2 when some document could not be read (the verdict is then
-// incomplete), 1 when any DaemonSet is denied, else 0.
+// incomplete), 1 when any DaemonSet fails at FailOn (denied; with warn, also
+// warned), else 0.
 func (r *Results) ExitCode() int {
 	if len(r.Errors) > 0 {
 		return ExitInvalid
 	}
 	for i := range r.Results {
-		if r.Results[i].Verdict() == VerdictDeny {
+		if r.Results[i].Fails(r.FailOn) {
 			return ExitDenied
 		}
 	}

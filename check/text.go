@@ -11,7 +11,13 @@ import (
 // WriteText renders the report for a person at a terminal: every DaemonSet
 // with its verdict, each visible finding with rule, field, message and fix,
 // then every unreadable document, then a summary line.
-func WriteText(w io.Writer, r *Results) error {
+func WriteText(w io.Writer, r *Results) error { return writeText(w, r, false) }
+
+// WriteWide is WriteText with each DaemonSet's placement: the nodes it will
+// run on and every skipped node grouped by reason.
+func WriteWide(w io.Writer, r *Results) error { return writeText(w, r, true) }
+
+func writeText(w io.Writer, r *Results, wide bool) error {
 	var b strings.Builder
 	audit := 0
 	for i := range r.Results {
@@ -28,6 +34,9 @@ func WriteText(w io.Writer, r *Results) error {
 				fmt.Fprintf(&b, "          %s\n", d)
 			}
 			fmt.Fprintf(&b, "        fix: %s\n", f.Remediation)
+		}
+		if wide && res.Placement != nil {
+			WritePlacement(&b, res.Placement, "  ")
 		}
 	}
 	for _, e := range r.Errors {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -12,28 +16,30 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/audit"
+	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
 type auditOptions struct {
-	kubeconfig, context string
-	namespace           string
-	allNamespaces       bool
-	output              string
-	exitCode            bool
-	watch               bool
-	interval, window    time.Duration
-	configFile          string
-	dsguardNamespace    string
+	cluster          *clusterFlags
+	allNamespaces    bool
+	selector         string
+	output           string
+	noHeaders        bool
+	exitCode         bool
+	watch            bool
+	interval, window time.Duration
+	configFile       string
+	dsguardNamespace string
 }
 
 func newAuditCommand() *cobra.Command {
@@ -45,10 +51,18 @@ func newAuditCommand() *cobra.Command {
 			"whether it covers the nodes it should: Healthy, RollingOut, AwaitingManualDelete, Misscheduled,\n" +
 			"CoverageGap, PersistentGap (a gap older than --gap-window, seen with --watch) or NotObserved; how many\n" +
 			"nodes it skips for untolerated taints (which desiredNumberScheduled does not show); and, for a gap,\n" +
-			"node by node why there is no ready Pod. -o wide prints those details, -o json everything.\n\n" +
-			"The policy is --config, else the dsguard-policy ConfigMap in --dsguard-namespace, else the defaults.",
-		Example: "  dsguard audit -A\n  dsguard audit -n monitoring node-exporter -o wide\n  dsguard audit -A --exit-code   # for scripts: 1 on any gap",
-		Args:    cobra.MaximumNArgs(1),
+			"node by node why there is no ready Pod. -o wide prints those details and where each DaemonSet runs,\n" +
+			"with every skipped node by reason; -o json and -o yaml everything; -o name, -o jsonpath=... and\n" +
+			"-o go-template=... as kubectl prints them.\n\n" +
+			"The cluster is reached with kubectl's flags (--kubeconfig, --context, --as, --token, --server,\n" +
+			"--request-timeout, ...). The policy is --config, else the dsguard-policy ConfigMap in\n" +
+			"--dsguard-namespace, else the defaults.",
+		Example: "  dsguard audit -A\n" +
+			"  kubectl dsguard audit -n monitoring node-exporter -o wide\n" +
+			"  dsguard audit -A -l app.kubernetes.io/part-of=observability --no-headers\n" +
+			"  dsguard audit -A -o jsonpath='{.items[?(@.hasGap)].name}'\n" +
+			"  dsguard audit -A --exit-code   # for scripts: 1 on any gap",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {
@@ -57,48 +71,43 @@ func newAuditCommand() *cobra.Command {
 			return runAudit(cmd, &o, name)
 		},
 	}
+	o.cluster = newClusterFlags(cmd)
+	cmd.ValidArgsFunction = o.cluster.completeDaemonSets
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
-	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace (default: the context's namespace)")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit DaemonSets in every namespace")
-	f.StringVarP(&o.output, "output", "o", "", "output format: (table), wide or json")
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector of the DaemonSets to audit (e.g. -l app=node-exporter)")
+	f.StringVarP(&o.output, "output", "o", "", "output format: (table), wide, json, yaml, name, jsonpath=..., go-template=...")
+	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when any DaemonSet has a gap")
 	f.BoolVarP(&o.watch, "watch", "w", false, "audit again every --interval, tracking how long each gap has lasted")
 	f.DurationVar(&o.interval, "interval", 15*time.Second, "time between audits with --watch")
 	f.DurationVar(&o.window, "gap-window", 5*time.Minute, "a gap lasting longer than this is persistent")
 	f.StringVar(&o.configFile, "config", "", "policy file (PolicyConfig YAML)")
 	f.StringVar(&o.dsguardNamespace, "dsguard-namespace", "dsguard-system", "namespace of the dsguard-policy ConfigMap")
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("wide", "json", "yaml", "name", "jsonpath=", "go-template="))
 	return cmd
 }
 
 func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
-	if o.output != "" && o.output != "wide" && o.output != "json" {
-		return fmt.Errorf("unknown output format %q (want wide or json)", o.output)
+	if o.output != "" && o.output != "wide" && !printerFormat(o.output) {
+		return fmt.Errorf("unknown output format %q (want wide, json, yaml, name, jsonpath=... or go-template=...)", o.output)
 	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig, Precedence: clientcmd.NewDefaultClientConfigLoadingRules().Precedence},
-		&clientcmd.ConfigOverrides{CurrentContext: o.context})
-	restConfig, err := loader.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	namespace := o.namespace
-	if namespace == "" && !o.allNamespaces {
-		if namespace, _, err = loader.Namespace(); err != nil {
-			return err
+	var sel labels.Selector
+	if o.selector != "" {
+		var err error
+		if sel, err = labels.Parse(o.selector); err != nil {
+			return fmt.Errorf("-l %s: %w", o.selector, err)
 		}
 	}
-	if o.allNamespaces {
-		namespace = ""
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	c, err := client.New(restConfig, client.Options{Scheme: scheme})
+	c, err := o.cluster.client()
 	if err != nil {
 		return err
+	}
+	namespace := ""
+	if !o.allNamespaces {
+		if namespace, err = o.cluster.namespace(); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -108,26 +117,21 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 	}
 	gaps := audit.GapClock{}
 	for {
-		entries, err := auditOnce(ctx, c, pol, namespace, name, gaps, o.window)
+		pass, err := auditOnce(ctx, c, pol, namespace, name, sel, gaps, o.window)
 		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
-		if o.watch && o.output != "json" {
+		if o.watch && (o.output == "" || o.output == "wide") {
 			fmt.Fprintf(out, "\n%s\n", time.Now().Format(time.RFC3339))
 		}
-		if o.output == "json" {
-			err = audit.WriteJSON(out, entries, true)
-		} else {
-			err = audit.WriteTable(out, entries, o.output == "wide")
-		}
-		if err != nil {
+		if err := writeAudit(out, o, pass); err != nil {
 			return err
 		}
 		if !o.watch {
 			if o.exitCode {
-				for i := range entries {
-					if entries[i].HasGap() {
+				for i := range pass.entries {
+					if pass.entries[i].HasGap() {
 						return exitError{code: 1}
 					}
 				}
@@ -140,6 +144,86 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 		case <-time.After(o.interval):
 		}
 	}
+}
+
+// auditPass is one audit's entries and the nodes they were judged on.
+type auditPass struct {
+	entries []audit.Entry
+	snap    *coverage.NodeSnapshot
+	nodes   map[string]*corev1.Node
+}
+
+// placements describes where each audited DaemonSet runs.
+func (p *auditPass) placements() []*coverage.Placement {
+	out := make([]*coverage.Placement, len(p.entries))
+	for i := range p.entries {
+		out[i] = coverage.NewPlacement(p.entries[i].DaemonSet, &p.entries[i].Coverage, p.snap, p.nodes)
+	}
+	return out
+}
+
+// writeAudit prints one pass in the -o format.
+func writeAudit(w io.Writer, o *auditOptions, pass *auditPass) error {
+	switch o.output {
+	case "", "wide":
+		var buf bytes.Buffer
+		if err := audit.WriteTable(&buf, pass.entries, o.output == "wide"); err != nil {
+			return err
+		}
+		table := buf.Bytes()
+		if o.noHeaders {
+			table = stripHeader(table)
+		}
+		if _, err := w.Write(table); err != nil {
+			return err
+		}
+		if o.output == "wide" {
+			return writeAuditPlacements(w, pass)
+		}
+		return nil
+	case "name":
+		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+		for i := range pass.entries {
+			ds := pass.entries[i].DaemonSet.DeepCopy()
+			ds.APIVersion, ds.Kind = "apps/v1", "DaemonSet"
+			list.Items = append(list.Items, runtime.RawExtension{Object: ds})
+		}
+		return printObject(w, o.output, list)
+	}
+	// json, yaml, jsonpath, templates: the AuditReport document with each
+	// item's placement, through kubectl's printers.
+	obj, err := toUnstructured(func(buf io.Writer) error { return audit.WriteJSON(buf, pass.entries, true) })
+	if err != nil {
+		return err
+	}
+	items, _ := obj.Object["items"].([]any)
+	for i, p := range pass.placements() {
+		if i >= len(items) {
+			break
+		}
+		item, ok := items[i].(map[string]any)
+		if !ok {
+			continue
+		}
+		pj, err := toUnstructured(func(buf io.Writer) error { return json.NewEncoder(buf).Encode(p) })
+		if err != nil {
+			return err
+		}
+		item["placement"] = pj.Object
+	}
+	return printObject(w, o.output, obj)
+}
+
+// writeAuditPlacements prints, below the wide table, where each DaemonSet
+// runs and why it skips every other node.
+func writeAuditPlacements(w io.Writer, pass *auditPass) error {
+	var b strings.Builder
+	for i, p := range pass.placements() {
+		fmt.Fprintf(&b, "\n%s placement:\n", pass.entries[i].Key())
+		check.WritePlacement(&b, p, "  ")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // auditPolicy loads the policy the cluster's dsguard enforces, so the audit
@@ -171,10 +255,14 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 	return p, nil
 }
 
-func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string,
-	gaps audit.GapClock, window time.Duration) ([]audit.Entry, error) {
+func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string, sel labels.Selector,
+	gaps audit.GapClock, window time.Duration) (*auditPass, error) {
 	var dsList appsv1.DaemonSetList
-	if err := c.List(ctx, &dsList, client.InNamespace(namespace)); err != nil {
+	opts := []client.ListOption{client.InNamespace(namespace)}
+	if sel != nil {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	if err := c.List(ctx, &dsList, opts...); err != nil {
 		return nil, fmt.Errorf("listing DaemonSets: %w", err)
 	}
 	var nodeList corev1.NodeList
@@ -182,8 +270,10 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	nodes := make([]*corev1.Node, len(nodeList.Items))
+	byName := make(map[string]*corev1.Node, len(nodeList.Items))
 	for i := range nodeList.Items {
 		nodes[i] = &nodeList.Items[i]
+		byName[nodes[i].Name] = nodes[i]
 	}
 	snap := coverage.NewNodeSnapshot(nodes)
 	var dss []*appsv1.DaemonSet
@@ -205,5 +295,5 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 			}
 		}
 	}
-	return entries, nil
+	return &auditPass{entries: entries, snap: snap, nodes: byName}, nil
 }

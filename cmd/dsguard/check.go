@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -12,84 +13,137 @@ import (
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/dsguard/dsguard/render"
 )
 
+// checkFormats are the -o values of check, each with its writer.
+var checkFormats = map[string]func(w io.Writer, r *check.Results) error{
+	"text":   check.WriteText,
+	"wide":   check.WriteWide,
+	"json":   check.WriteJSON,
+	"junit":  check.WriteJUnit,
+	"github": check.WriteGitHub,
+	"sarif": func(w io.Writer, r *check.Results) error {
+		return check.WriteSARIF(w, r, check.Tool{Version: versionString(), Rules: rules.Builtin().Rules()})
+	},
+}
+
+type checkOptions struct {
+	files      []string
+	configFile string
+	output     string
+	namespace  string
+	nodesFile  string
+	failOn     string
+	render     render.Options
+}
+
 func newCheckCommand() *cobra.Command {
-	var (
-		files      []string
-		configFile string
-		output     string
-		namespace  string
-		nodesFile  string
-	)
+	o := checkOptions{}
 	cmd := &cobra.Command{
-		Use:   "check -f PATH...",
-		Short: "Check DaemonSet manifests offline, with the webhook's verdicts",
-		Long: "Check reads manifests (files, directories recursively, or - for stdin; multi-document YAML,\n" +
-			"JSON and List objects), evaluates every apps/v1 DaemonSet against the policy and prints the\n" +
-			"verdicts. Other objects are skipped and counted.\n\n" +
-			"Exit status: 0 no DaemonSet denied, 1 some DaemonSet denied, 2 usage, parse or policy error.",
-		Example: "  dsguard check -f manifests/\n" +
-			"  helm template ./chart | dsguard check -f - -o json\n" +
-			"  dsguard check -f ds.yaml --config policy.yaml\n" +
-			"  kubectl get nodes -o yaml > nodes.yaml && dsguard check -f ds.yaml --nodes nodes.yaml",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return fmt.Errorf("no input: give one or more -f PATH (or -f - for stdin)")
-			}
-			if output != "text" && output != "json" {
-				return fmt.Errorf("unknown output format %q (want text or json)", output)
-			}
-			pol := rules.Builtin().Default()
-			if configFile != "" {
-				data, err := os.ReadFile(configFile)
-				if err != nil {
-					return err
-				}
-				if pol, err = rules.Builtin().Parse(data); err != nil {
-					return fmt.Errorf("%s: %w", configFile, err)
-				}
-			}
-			var set manifest.Set
-			if err := set.Load(files, cmd.InOrStdin()); err != nil {
-				return err
-			}
-			env := policy.Env{Policy: pol, Now: time.Now()}
-			if nodesFile != "" {
-				var nodes manifest.Set
-				if err := nodes.Load([]string{nodesFile}, cmd.InOrStdin()); err != nil {
-					return err
-				}
-				if len(nodes.Errors) > 0 {
-					return nodes.Errors[0]
-				}
-				if len(nodes.Nodes) == 0 {
-					return fmt.Errorf("%s holds no Node objects (want the output of kubectl get nodes -o yaml)", nodesFile)
-				}
-				env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
-			}
-			rep := check.Run(&set, env, namespace)
-			var err error
-			if output == "json" {
-				err = check.WriteJSON(cmd.OutOrStdout(), rep)
-			} else {
-				err = check.WriteText(cmd.OutOrStdout(), rep)
-			}
-			if err != nil {
-				return err
-			}
-			if code := rep.ExitCode(); code != check.ExitOK {
-				return exitError{code: code}
-			}
-			return nil
+		Use:   "check [PATH...]",
+		Short: "Check DaemonSet manifests, Helm charts and kustomizations offline, with the webhook's verdicts",
+		Long: "Check reads manifests (files; directories, recursively; - for stdin; multi-document YAML, JSON and\n" +
+			"List objects), renders Helm charts (a directory with Chart.yaml, with --values and --set) and\n" +
+			"kustomizations (a directory with kustomization.yaml) in process, and evaluates every apps/v1\n" +
+			"DaemonSet against the policy. Other Kubernetes objects are counted; YAML that is not a Kubernetes\n" +
+			"object (Helm values, CI configuration) is skipped with a note. With --nodes it also predicts where\n" +
+			"each DaemonSet will run: -o wide and -o json list those nodes and every skipped node by reason.\n\n" +
+			"Exit status: 0 nothing fails; 1 a DaemonSet is denied (or, with --fail-on warn, warned);\n" +
+			"2 usage, policy or input error: a path that cannot be read, a document that cannot be decoded,\n" +
+			"a DaemonSet the API server would refuse, or no Kubernetes object at all.",
+		Example: "  dsguard check manifests/\n" +
+			"  dsguard check charts/agent --values prod-values.yaml --set image.tag=v2\n" +
+			"  dsguard check deploy/overlays/production -o sarif > dsguard.sarif\n" +
+			"  helm template ./chart | dsguard check - -o json\n" +
+			"  dsguard nodes > nodes.yaml && dsguard check ds.yaml --nodes nodes.yaml -o wide",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCheck(cmd, &o, append(append([]string{}, o.files...), args...))
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVarP(&files, "filename", "f", nil, "manifest file, directory (recursive) or - for stdin; repeatable")
-	f.StringVar(&configFile, "config", "", "policy file (PolicyConfig YAML); built-in defaults when not set")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
-	f.StringVarP(&namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none")
-	f.StringVar(&nodesFile, "nodes", "", "node set to predict coverage against (kubectl get nodes -o yaml); node rules are skipped without it")
+	f.StringSliceVarP(&o.files, "filename", "f", nil, "manifest file, directory (recursive), chart, kustomization or - for stdin; repeatable (paths may also be given as arguments)")
+	f.StringVar(&o.configFile, "config", "", "policy file (PolicyConfig YAML); built-in defaults when not set")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit or github")
+	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
+	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
+	f.StringVar(&o.failOn, "fail-on", "deny", "weakest verdict that fails the check (exit 1): deny or warn")
+	f.StringArrayVar(&o.render.ValuesFiles, "values", nil, "Helm values file for the charts checked; repeatable, later files win")
+	f.StringArrayVar(&o.render.Set, "set", nil, "Helm value for the charts checked (key=value, as helm --set); repeatable")
+	f.StringVar(&o.render.ReleaseName, "release-name", "", "Helm release name for the charts checked (default release-name, as helm template)")
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("text", "wide", "json", "sarif", "junit", "github"))
+	_ = cmd.RegisterFlagCompletionFunc("fail-on", fixedCompletion("deny", "warn"))
 	return cmd
+}
+
+func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
+	if len(paths) == 0 {
+		return fmt.Errorf("no input: give one or more paths (or - for stdin)")
+	}
+	write, ok := checkFormats[o.output]
+	if !ok {
+		return fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit or github)", o.output)
+	}
+	failOn := policy.Action(o.failOn)
+	if failOn != policy.ActionDeny && failOn != policy.ActionWarn {
+		return fmt.Errorf("unknown --fail-on %q (want deny or warn)", o.failOn)
+	}
+	pol := rules.Builtin().Default()
+	if o.configFile != "" {
+		data, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return err
+		}
+		if pol, err = rules.Builtin().Parse(data); err != nil {
+			return fmt.Errorf("%s: %w", o.configFile, err)
+		}
+	}
+	in := check.Input{
+		Paths: paths, Stdin: cmd.InOrStdin(), Namespace: o.namespace, FailOn: failOn,
+		Env: policy.Env{Policy: pol, Now: time.Now()},
+	}
+	o.render.Namespace = o.namespace
+	in.Render = render.Renderer{Options: o.render}
+	if o.nodesFile != "" {
+		nodes, err := readNodes(o.nodesFile, cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		in.Nodes = nodes.Nodes
+		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
+	}
+	rep, err := check.Run(in)
+	if err != nil {
+		return err
+	}
+	if err := write(cmd.OutOrStdout(), rep); err != nil {
+		return err
+	}
+	if code := rep.ExitCode(); code != check.ExitOK {
+		return exitError{code: code}
+	}
+	return nil
+}
+
+// readNodes reads a node set file: dsguard nodes' output, or kubectl get
+// nodes -o yaml.
+func readNodes(file string, stdin io.Reader) (*manifest.Set, error) {
+	var nodes manifest.Set
+	if err := nodes.Load([]string{file}, stdin); err != nil {
+		return nil, err
+	}
+	if len(nodes.Errors) > 0 {
+		return nil, nodes.Errors[0]
+	}
+	if len(nodes.Nodes) == 0 {
+		return nil, fmt.Errorf("%s holds no Node objects (want the output of dsguard nodes or kubectl get nodes -o yaml)", file)
+	}
+	return &nodes, nil
+}
+
+// fixedCompletion completes a flag from a fixed list.
+func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
-
-// version is stamped at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 // exitError carries a specific exit code out of a command.
 type exitError struct{ code int }
@@ -40,25 +39,27 @@ func main() {
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "dsguard",
-		Short: "Keep DaemonSets on every node they should cover",
+		Use: "dsguard",
+		// --version, like version.
+		Version: versionString(),
+		Short:   "Keep DaemonSets on every node they should cover",
 		Long: "dsguard enforces DaemonSet coverage policy: it rejects or warns about DaemonSets that would\n" +
 			"skip nodes, wedge their rollouts or hide gaps, as an admission webhook and offline in CI.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newCheckCommand(), newAuditCommand(), newRulesCommand(), newVersionCommand())
+	root.SetVersionTemplate("dsguard {{.Version}}\n")
+	if asKubectlPlugin(os.Args[0]) {
+		// kubectl runs kubectl-dsguard for "kubectl dsguard": help and
+		// completion then speak of the command the user typed.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dsguard"}
+	}
+	root.AddCommand(newServeCommand(), newCheckCommand(), newAuditCommand(), newNodesCommand(), newRulesCommand(), newVersionCommand())
 	return root
 }
 
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the dsguard version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version)
-			return err
-		},
-	}
+// asKubectlPlugin reports whether the binary runs as a kubectl plugin:
+// kubectl finds plugins as kubectl-<name> on PATH.
+func asKubectlPlugin(arg0 string) bool {
+	return strings.HasPrefix(filepath.Base(arg0), "kubectl-")
 }

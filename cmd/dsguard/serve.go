@@ -251,6 +251,6 @@ func runServe(o *serveOptions) error {
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return err
 	}
-	log.Info("starting", "version", version, "namespace", o.namespace, "policy", ref.String(), "port", o.port)
+	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,25 +11,35 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
 // Location names where an object came from.
 type Location struct {
-	// File is the path as given, or "-" for standard input.
+	// File is the path as given, or "-" for standard input. For rendered
+	// input it is the template (Helm) or the kustomization directory.
 	File string `json:"file"`
-	// Document is the 1-based position of the YAML document in the file.
+	// Document is the 1-based position of the YAML document in the file
+	// (in the rendered output, for rendered input).
 	Document int `json:"document"`
 	// Item is the 1-based position inside a List object, 0 when not in a List.
 	Item int `json:"item,omitempty"`
+	// Line is the line the document starts on in File; 0 for rendered
+	// input, whose lines are not the template's.
+	Line int `json:"line,omitempty"`
+	// RenderedBy names how the input was produced ("helm", "kustomize"),
+	// empty for a file read as written.
+	RenderedBy string `json:"renderedBy,omitempty"`
 }
 
 func (l Location) String() string {
 	s := fmt.Sprintf("%s: document %d", l.File, l.Document)
 	if l.Item > 0 {
 		s += fmt.Sprintf(", item %d", l.Item)
+	}
+	if l.RenderedBy != "" {
+		s += " (rendered by " + l.RenderedBy + ")"
 	}
 	return s
 }
@@ -39,6 +48,20 @@ func (l Location) String() string {
 type DaemonSet struct {
 	Location  Location
 	DaemonSet *appsv1.DaemonSet
+	// doc is the document it was decoded from, kept to find the line of a
+	// field; nil for rendered input.
+	doc []byte
+}
+
+// Position returns where the field named by path (a field.Path string) is
+// written in the file: the field itself, or its nearest ancestor present in
+// the document. It is zero for rendered input and for a DaemonSet that was
+// not read from a file.
+func (d *DaemonSet) Position(path string) Position {
+	if d.doc == nil || d.Location.Line == 0 {
+		return Position{}
+	}
+	return locate(d.doc, d.Location.Line, d.Location.Item, path)
 }
 
 // Error is a document that could not be used.
@@ -50,26 +73,6 @@ type Error struct {
 func (e *Error) Error() string { return e.Location.String() + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Set accumulates what was read from any number of sources.
-type Set struct {
-	DaemonSets []DaemonSet
-	Nodes      []*corev1.Node
-	// Skipped counts objects of other kinds, by "apiVersion/kind".
-	Skipped map[string]int
-	Errors  []*Error
-	// Files counts the sources read.
-	Files int
-}
-
-// SkippedTotal returns the number of objects skipped.
-func (s *Set) SkippedTotal() int {
-	n := 0
-	for _, c := range s.Skipped {
-		n += c
-	}
-	return n
-}
-
 // removedDaemonSetVersions were served once and are gone since Kubernetes 1.16.
 var removedDaemonSetVersions = map[string]bool{
 	"extensions/v1beta1": true,
@@ -80,95 +83,137 @@ var removedDaemonSetVersions = map[string]bool{
 // maxListDepth bounds List nesting, so a crafted document cannot recurse deeply.
 const maxListDepth = 4
 
-// Decode reads every document from r, attributing them to file.
-func (s *Set) Decode(file string, r io.Reader) {
-	s.Files++
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+// Decode reads every document from r, attributing them to file, and hands
+// each DaemonSet and Node to the Reader's callbacks as soon as it is decoded:
+// only one document is held at a time.
+func (rd *Reader) Decode(file string, r io.Reader) {
+	rd.decode(Location{File: file}, r)
+}
+
+func (rd *Reader) decode(base Location, r io.Reader) {
+	rd.Files++
+	docs := newDocuments(r)
 	for doc := 1; ; doc++ {
-		data, err := reader.Read()
+		data, line, err := docs.next()
 		if errors.Is(err, io.EOF) {
 			return
 		}
-		loc := Location{File: file, Document: doc}
+		loc := base
+		loc.Document = doc
+		if base.RenderedBy == "" {
+			loc.Line = line
+		}
 		if err != nil {
-			s.fail(loc, fmt.Errorf("cannot read: %w", err))
+			rd.fail(loc, fmt.Errorf("cannot read: %w", err))
 			return
 		}
 		jsonData, err := yaml.YAMLToJSON(data)
 		if err != nil {
-			s.fail(loc, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: ")))
+			rd.fail(loc, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: ")))
 			continue
 		}
-		s.decodeObject(loc, jsonData, 0)
+		rd.decodeObject(loc, data, jsonData, 0)
 	}
 }
 
-func (s *Set) fail(loc Location, err error) {
-	s.Errors = append(s.Errors, &Error{Location: loc, Err: err})
+func (rd *Reader) fail(loc Location, err error) {
+	rd.Errors = append(rd.Errors, &Error{Location: loc, Err: err})
 }
 
-func (s *Set) decodeObject(loc Location, data []byte, depth int) {
+// notKubernetes records a document that is YAML but no Kubernetes object
+// (Helm values, CI configuration): it is skipped, with one note per file.
+func (rd *Reader) notKubernetes(loc Location) {
+	if n := len(rd.Ignored); n > 0 && rd.Ignored[n-1] == loc.File {
+		return
+	}
+	rd.Ignored = append(rd.Ignored, loc.File)
+}
+
+func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return // an empty document, e.g. only comments
 	}
 	if trimmed[0] != '{' {
-		s.fail(loc, errors.New("not a Kubernetes object (expected a mapping with apiVersion and kind)"))
+		rd.notKubernetes(loc)
 		return
 	}
 	var tm metav1.TypeMeta
 	if err := json.Unmarshal(trimmed, &tm); err != nil {
-		s.fail(loc, fmt.Errorf("apiVersion and kind must be strings: %v", err))
+		rd.fail(loc, fmt.Errorf("apiVersion and kind must be strings: %v", err))
 		return
 	}
-	if tm.APIVersion == "" || tm.Kind == "" {
-		s.fail(loc, errors.New("not a Kubernetes object: apiVersion and kind are required"))
+	switch {
+	case tm.APIVersion == "" && tm.Kind == "":
+		rd.notKubernetes(loc)
+		return
+	case tm.APIVersion == "" || tm.Kind == "":
+		rd.fail(loc, errors.New("not a Kubernetes object: apiVersion and kind are both required"))
 		return
 	}
+	if strings.HasSuffix(tm.Kind, "List") {
+		rd.decodeList(loc, doc, trimmed, depth)
+		return
+	}
+	rd.Objects++
 	switch {
 	case tm.Kind == "DaemonSet" && tm.APIVersion == "apps/v1":
 		var ds appsv1.DaemonSet
 		if err := strictUnmarshal(trimmed, &ds); err != nil {
-			s.fail(loc, fmt.Errorf("DaemonSet: %w", err))
+			rd.fail(loc, fmt.Errorf("DaemonSet: %w", err))
 			return
 		}
-		s.DaemonSets = append(s.DaemonSets, DaemonSet{Location: loc, DaemonSet: &ds})
+		if err := validateDaemonSet(&ds); err != nil {
+			rd.fail(loc, fmt.Errorf("DaemonSet %s: the API server would refuse it: %w", displayName(&ds), err))
+			return
+		}
+		d := DaemonSet{Location: loc, DaemonSet: &ds}
+		if loc.Line > 0 {
+			d.doc = doc
+		}
+		if rd.OnDaemonSet != nil {
+			rd.OnDaemonSet(d)
+		}
 	case tm.Kind == "DaemonSet" && removedDaemonSetVersions[tm.APIVersion]:
-		s.fail(loc, fmt.Errorf("DaemonSet apiVersion %s was removed in Kubernetes 1.16; "+
+		rd.fail(loc, fmt.Errorf("DaemonSet apiVersion %s was removed in Kubernetes 1.16; "+
 			"change it to apps/v1 (which also requires spec.selector to match the template labels)", tm.APIVersion))
 	case tm.Kind == "Node" && tm.APIVersion == "v1":
 		var node corev1.Node
 		if err := json.Unmarshal(trimmed, &node); err != nil {
-			s.fail(loc, fmt.Errorf("Node: %v", err))
+			rd.fail(loc, fmt.Errorf("Node: %v", err))
 			return
 		}
-		s.Nodes = append(s.Nodes, &node)
-	case strings.HasSuffix(tm.Kind, "List"):
-		s.decodeList(loc, trimmed, depth)
-	default:
-		if s.Skipped == nil {
-			s.Skipped = map[string]int{}
+		if rd.OnNode != nil {
+			rd.OnNode(&node)
 		}
-		s.Skipped[tm.APIVersion+"/"+tm.Kind]++
+	default:
+		if rd.Skipped == nil {
+			rd.Skipped = map[string]int{}
+		}
+		rd.Skipped[tm.APIVersion+"/"+tm.Kind]++
 	}
 }
 
-func (s *Set) decodeList(loc Location, data []byte, depth int) {
+func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int) {
 	if depth >= maxListDepth {
-		s.fail(loc, fmt.Errorf("Lists nested more than %d deep", maxListDepth))
+		rd.fail(loc, fmt.Errorf("Lists nested more than %d deep", maxListDepth))
 		return
 	}
 	var list struct {
 		Items []json.RawMessage `json:"items"`
 	}
 	if err := json.Unmarshal(data, &list); err != nil {
-		s.fail(loc, fmt.Errorf("List items: %v", err))
+		rd.fail(loc, fmt.Errorf("List items: %v", err))
 		return
 	}
 	for i, item := range list.Items {
 		itemLoc := loc
-		itemLoc.Item = i + 1
-		s.decodeObject(itemLoc, item, depth+1)
+		if depth == 0 {
+			itemLoc.Item = i + 1
+		} else {
+			itemLoc.Line = 0 // nested Lists: no position worth the bookkeeping
+		}
+		rd.decodeObject(itemLoc, doc, item, depth+1)
 	}
 }
 

@@ -39,6 +39,7 @@ func TestSet_Decode(t *testing.T) {
 		nodes      int
 		skipped    map[string]int
 		errors     []string // substrings, one per expected error, in order
+		ignored    bool     // the file holds YAML that is not a Kubernetes object
 	}{
 		{name: "one DaemonSet", input: daemonSetYAML, daemonSets: []string{"agent"}},
 		{
@@ -49,13 +50,13 @@ func TestSet_Decode(t *testing.T) {
 		},
 		{
 			name:       "JSON",
-			input:      `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i:1"}]}}}}`,
+			input:      `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"j"},"spec":{"selector":{"matchLabels":{"a":"j"}},"template":{"metadata":{"labels":{"a":"j"}},"spec":{"containers":[{"name":"c","image":"i:1"}]}}}}`,
 			daemonSets: []string{"j"},
 		},
 		{
 			name: "List with DaemonSets and Nodes",
 			input: "apiVersion: v1\nkind: List\nitems:\n" +
-				"- {apiVersion: apps/v1, kind: DaemonSet, metadata: {name: a}}\n" +
+				"- {apiVersion: apps/v1, kind: DaemonSet, metadata: {name: a}, spec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}}}}\n" +
 				"- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n" +
 				"- {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n",
 			daemonSets: []string{"a"}, nodes: 1, skipped: map[string]int{"v1/ConfigMap": 1},
@@ -81,8 +82,24 @@ func TestSet_Decode(t *testing.T) {
 			input:  strings.Replace(daemonSetYAML, "containers:", "containres:", 1),
 			errors: []string{`unknown field "spec.template.spec.containres"`},
 		},
-		{name: "scalar document", input: "just a string\n", errors: []string{"not a Kubernetes object"}},
-		{name: "missing kind", input: "apiVersion: v1\nmetadata: {name: x}\n", errors: []string{"apiVersion and kind are required"}},
+		{name: "scalar document is not Kubernetes: ignored", input: "just a string\n", ignored: true},
+		{name: "values file is not Kubernetes: ignored", input: "replicaCount: 2\nimage: {tag: v1}\n", ignored: true},
+		{name: "missing kind", input: "apiVersion: v1\nmetadata: {name: x}\n", errors: []string{"apiVersion and kind are both required"}},
+		{
+			name:   "DaemonSet without name or selector, as the API server would refuse it",
+			input:  "apiVersion: apps/v1\nkind: DaemonSet\nspec: {template: {metadata: {labels: {a: b}}}}\n",
+			errors: []string{"DaemonSet <no name>: the API server would refuse it: [metadata.name: Required value, spec.selector: Required value"},
+		},
+		{
+			name:   "selector not matching the template labels",
+			input:  strings.Replace(daemonSetYAML, "labels: {app: agent}", "labels: {app: other}", 1),
+			errors: []string{"DaemonSet monitoring/agent: the API server would refuse it: spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: `selector` does not match template `labels`"},
+		},
+		{
+			name:   "empty selector",
+			input:  strings.Replace(daemonSetYAML, "matchLabels: {app: agent}", "matchLabels: {}", 1),
+			errors: []string{"empty selector is invalid"},
+		},
 		{name: "kind not a string", input: "apiVersion: v1\nkind: [a]\n", errors: []string{"must be strings"}},
 		{
 			name:   "List nested too deep",
@@ -111,6 +128,9 @@ func TestSet_Decode(t *testing.T) {
 					t.Errorf("Skipped[%s] = %d, want %d", k, s.Skipped[k], v)
 				}
 			}
+			if got := len(s.Ignored) > 0; got != tt.ignored {
+				t.Errorf("Ignored = %v, want ignored %v", s.Ignored, tt.ignored)
+			}
 			if len(s.Errors) != len(tt.errors) {
 				t.Fatalf("errors = %v, want %d matching %q", s.Errors, len(tt.errors), tt.errors)
 			}
@@ -125,7 +145,7 @@ func TestSet_Decode(t *testing.T) {
 
 func TestSet_Decode_ListItemLocation(t *testing.T) {
 	s := decodeString(t, "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: apps/v1beta2, kind: DaemonSet}\n")
-	if len(s.Errors) != 1 || s.Errors[0].Location != (Location{File: "input.yaml", Document: 1, Item: 2}) {
+	if len(s.Errors) != 1 || s.Errors[0].Location != (Location{File: "input.yaml", Document: 1, Item: 2, Line: 1}) {
 		t.Fatalf("errors = %v, want one at document 1 item 2", s.Errors)
 	}
 	if got := s.Errors[0].Location.String(); got != "input.yaml: document 1, item 2" {
@@ -173,8 +193,8 @@ func TestSet_Load(t *testing.T) {
 	if err := one.Load([]string{filepath.Join(dir, "notes.txt")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(one.Errors) != 1 {
-		t.Errorf("explicit notes.txt: errors = %v, want one", one.Errors)
+	if len(one.Ignored) != 1 || len(one.Errors) != 0 {
+		t.Errorf("explicit notes.txt: ignored %v, errors %v; want it ignored as not Kubernetes", one.Ignored, one.Errors)
 	}
 
 	if err := new(Set).Load([]string{filepath.Join(dir, "missing.yaml")}, nil); err == nil {

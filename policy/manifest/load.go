@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -8,20 +9,87 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // manifestExtensions are the file types read when walking a directory.
 // Files named explicitly are read whatever their extension.
 var manifestExtensions = map[string]bool{".yaml": true, ".yml": true, ".json": true}
 
-// Load reads every path: "-" is stdin, a directory is walked recursively
-// (hidden directories skipped), anything else is read as a file. A path that
-// cannot be read is returned as an error; documents that cannot be decoded
-// are recorded in the Set.
-func (s *Set) Load(paths []string, stdin io.Reader) error {
+// Rendered is the output of rendering a chart or a kustomization.
+type Rendered struct {
+	// File names what produced Content: a chart's template, or the
+	// kustomization directory.
+	File string
+	// Content is one or more YAML documents.
+	Content []byte
+}
+
+// Renderer turns a directory that is a Helm chart or a kustomization into
+// the manifests it produces. by names the tool ("helm", "kustomize"); ok is
+// false for any other directory, which is then walked file by file.
+type Renderer interface {
+	Render(dir string) (out []Rendered, by string, ok bool, err error)
+}
+
+// Stats is what a Reader saw, beyond the objects it handed on.
+type Stats struct {
+	// Files counts the sources read (a rendered chart or kustomization
+	// counts each rendered template or stream).
+	Files int
+	// Objects counts the Kubernetes objects read, List items included.
+	Objects int
+	// Skipped counts objects of other kinds, by "apiVersion/kind".
+	Skipped map[string]int
+	// Ignored lists the files holding YAML that is not a Kubernetes object
+	// (Helm values, CI configuration), once each: skipped, not an error.
+	Ignored []string
+	// Rendered lists the charts and kustomizations rendered, as
+	// "helm: DIR" or "kustomize: DIR".
+	Rendered []string
+	// Errors are the documents that could not be used.
+	Errors []*Error
+}
+
+// SkippedTotal returns the number of objects skipped.
+func (s *Stats) SkippedTotal() int {
+	n := 0
+	for _, c := range s.Skipped {
+		n += c
+	}
+	return n
+}
+
+// Reader reads manifests and hands each DaemonSet and Node to its callbacks
+// as soon as it is decoded, so memory is bounded by the largest document, not
+// by the input.
+type Reader struct {
+	// Stdin is read for the path "-".
+	Stdin io.Reader
+	// Render renders charts and kustomizations; nil reads them as plain
+	// files (where Helm templates are not valid YAML).
+	Render Renderer
+	// OnDaemonSet receives every valid apps/v1 DaemonSet.
+	OnDaemonSet func(DaemonSet)
+	// OnNode receives every v1 Node.
+	OnNode func(*corev1.Node)
+	Stats
+}
+
+// Load reads every path: "-" is stdin; a directory that the Renderer knows
+// (a chart, a kustomization) is rendered; any other directory is walked
+// recursively (hidden directories skipped; charts and kustomizations below it
+// rendered); anything else is read as a file. A path that cannot be read or
+// rendered is returned as an error; documents that cannot be decoded are
+// recorded in Errors.
+func (rd *Reader) Load(paths []string) error {
 	for _, p := range paths {
 		if p == "-" {
-			s.Decode("-", stdin)
+			if rd.Stdin == nil {
+				return fmt.Errorf("no standard input to read for -")
+			}
+			rd.Decode("-", rd.Stdin)
 			continue
 		}
 		info, err := os.Stat(p)
@@ -29,52 +97,101 @@ func (s *Set) Load(paths []string, stdin io.Reader) error {
 			return err
 		}
 		if !info.IsDir() {
-			if err := s.loadFile(p); err != nil {
+			if err := rd.loadFile(p); err != nil {
 				return err
 			}
 			continue
 		}
-		files, err := manifestFiles(p)
-		if err != nil {
+		if err := rd.walk(p); err != nil {
 			return err
-		}
-		for _, f := range files {
-			if err := s.loadFile(f); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
 }
 
-func (s *Set) loadFile(path string) error {
+// walk reads a directory tree; a chart or kustomization found in it is
+// rendered as a whole and not descended into.
+func (rd *Reader) walk(root string) error {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		if !d.IsDir() {
+			if manifestExtensions[strings.ToLower(filepath.Ext(path))] {
+				files = append(files, path)
+			}
+			return nil
+		}
+		if path != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if rd.Render == nil {
+			return nil
+		}
+		out, by, ok, err := rd.Render.Render(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !ok {
+			return nil
+		}
+		rd.Rendered = append(rd.Rendered, by+": "+path)
+		for _, r := range out {
+			rd.decode(Location{File: r.File, RenderedBy: by}, bytes.NewReader(r.Content))
+		}
+		return filepath.SkipDir
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		if err := rd.loadFile(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *Reader) loadFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	s.Decode(path, f)
+	rd.Decode(path, f)
 	return nil
 }
 
-// manifestFiles lists the manifest files below dir in a stable order.
-func manifestFiles(dir string) ([]string, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", path, err)
-		}
-		if d.IsDir() {
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if manifestExtensions[strings.ToLower(filepath.Ext(path))] {
-			files = append(files, path)
-		}
-		return nil
-	})
-	sort.Strings(files)
-	return files, err
+// Set collects everything a Reader hands on, for inputs small enough to hold
+// (a node set, tests).
+type Set struct {
+	DaemonSets []DaemonSet
+	Nodes      []*corev1.Node
+	Stats
+}
+
+// Load reads paths like Reader.Load and keeps what they hold.
+func (s *Set) Load(paths []string, stdin io.Reader) error {
+	rd := s.reader(stdin)
+	err := rd.Load(paths)
+	s.Stats = rd.Stats
+	return err
+}
+
+// Decode reads one stream like Reader.Decode and keeps what it holds.
+func (s *Set) Decode(file string, r io.Reader) {
+	rd := s.reader(nil)
+	rd.Decode(file, r)
+	s.Stats = rd.Stats
+}
+
+func (s *Set) reader(stdin io.Reader) *Reader {
+	return &Reader{
+		Stdin:       stdin,
+		OnDaemonSet: func(d DaemonSet) { s.DaemonSets = append(s.DaemonSets, d) },
+		OnNode:      func(n *corev1.Node) { s.Nodes = append(s.Nodes, n) },
+		Stats:       s.Stats,
+	}
 }

@@ -1,0 +1,108 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/manifest"
+)
+
+// Input is what `dsguard check` reads and judges against.
+type Input struct {
+	// Paths are files, directories or "-".
+	Paths []string
+	// Stdin is read for "-".
+	Stdin io.Reader
+	// Render renders charts and kustomizations; nil reads them as files.
+	Render manifest.Renderer
+	// Env carries the policy, the time and the node set (nil: node rules
+	// are skipped).
+	Env policy.Env
+	// Nodes are the objects Env.Nodes was built from, to say which selector
+	// term skips a node; may be nil.
+	Nodes []*corev1.Node
+	// Namespace is assumed for DaemonSets that name none.
+	Namespace string
+	// FailOn is the weakest action that fails the check; deny when empty.
+	FailOn policy.Action
+}
+
+// ErrNoInput means the paths held no Kubernetes object at all: a check of
+// nothing must not pass silently (a wrong path, an empty render).
+var ErrNoInput = errors.New("no Kubernetes objects found")
+
+// Run reads the input and judges every DaemonSet as soon as it is decoded,
+// keeping only its findings and placement: memory grows with the findings,
+// not with the input. A path that cannot be read, and an input without any
+// Kubernetes object, are errors.
+func Run(in Input) (*Results, error) {
+	r := &Results{FailOn: in.FailOn}
+	if r.FailOn == "" {
+		r.FailOn = policy.ActionDeny
+	}
+	var byName map[string]*corev1.Node
+	if in.Env.Nodes != nil {
+		byName = make(map[string]*corev1.Node, len(in.Nodes))
+		for _, n := range in.Nodes {
+			byName[n.Name] = n
+		}
+	}
+	rd := &manifest.Reader{Stdin: in.Stdin, Render: in.Render}
+	rd.OnDaemonSet = func(d manifest.DaemonSet) {
+		r.Results = append(r.Results, judge(d, in.Env, in.Namespace, byName))
+	}
+	if err := rd.Load(in.Paths); err != nil {
+		return nil, err
+	}
+	r.Errors, r.Files, r.Skipped = rd.Errors, rd.Files, rd.Skipped
+	if rd.Objects == 0 && len(rd.Errors) == 0 {
+		return nil, fmt.Errorf("%w in %s", ErrNoInput, strings.Join(in.Paths, ", "))
+	}
+	for _, f := range rd.Ignored {
+		r.Notes = append(r.Notes, f+": not a Kubernetes manifest, skipped")
+	}
+	for _, s := range rd.Rendered {
+		r.Notes = append(r.Notes, "rendered with "+s)
+	}
+	if len(r.Results) == 0 && len(rd.Errors) == 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("no DaemonSet among the %d objects read", rd.Objects))
+	}
+	if in.Env.Nodes == nil && needsNodes() {
+		r.Notes = append(r.Notes, "node-dependent rules were skipped: pass --nodes (dsguard nodes > nodes.yaml) to judge coverage")
+	}
+	return r, nil
+}
+
+// judge evaluates one DaemonSet and keeps what the output needs.
+func judge(d manifest.DaemonSet, env policy.Env, namespace string, nodes map[string]*corev1.Node) Result {
+	ds := d.DaemonSet
+	if ds.Namespace == "" {
+		ds.Namespace = namespace
+	}
+	// One prediction for the rules and the placement: Evaluate's copy of
+	// env carries it along.
+	cov := env.Coverage(ds)
+	res := Result{Location: d.Location, Namespace: ds.Namespace, Name: ds.Name, Findings: policy.Evaluate(ds, env)}
+	if len(res.Findings) > 0 {
+		res.Positions = make([]manifest.Position, len(res.Findings))
+		for i := range res.Findings {
+			res.Positions[i] = d.Position(res.Findings[i].FieldString())
+		}
+	}
+	if cov != nil {
+		res.Placement = coverage.NewPlacement(ds, cov, env.Nodes, nodes)
+	}
+	return res
+}
+
+// Fails reports whether the result fails a check run with failOn.
+func (r *Result) Fails(failOn policy.Action) bool {
+	v := r.Verdict()
+	return v == VerdictDeny || (failOn == policy.ActionWarn && v == VerdictWarn)
+}

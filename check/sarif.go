@@ -1,0 +1,233 @@
+package check
+
+import (
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// SARIF 2.1.0 identifiers, as GitHub code scanning expects them.
+const (
+	sarifVersion = "2.1.0"
+	sarifSchema  = "https://json.schemastore.org/sarif-2.1.0.json"
+	// rulesDocURI is where each rule's documentation lives; a rule's
+	// anchor is its ID.
+	rulesDocURI = "https://github.com/dsguard/dsguard/blob/main/docs/rules.md"
+)
+
+// Tool describes the program writing a machine-readable report.
+type Tool struct {
+	// Version is dsguard's version.
+	Version string
+	// Rules is the catalogue, for SARIF's rule metadata.
+	Rules []*policy.Rule
+}
+
+type sarifLog struct {
+	Schema  string     `json:"$schema"`
+	Version string     `json:"version"`
+	Runs    []sarifRun `json:"runs"`
+}
+
+type sarifRun struct {
+	Tool        sarifTool         `json:"tool"`
+	Invocations []sarifInvocation `json:"invocations"`
+	Results     []sarifResult     `json:"results"`
+	ColumnKind  string            `json:"columnKind"`
+}
+
+type sarifTool struct {
+	Driver sarifDriver `json:"driver"`
+}
+
+type sarifDriver struct {
+	Name           string      `json:"name"`
+	Version        string      `json:"version,omitempty"`
+	InformationURI string      `json:"informationUri"`
+	Rules          []sarifRule `json:"rules"`
+}
+
+type sarifRule struct {
+	ID                   string              `json:"id"`
+	Name                 string              `json:"name"`
+	ShortDescription     sarifText           `json:"shortDescription"`
+	FullDescription      sarifText           `json:"fullDescription"`
+	Help                 sarifText           `json:"help"`
+	HelpURI              string              `json:"helpUri"`
+	DefaultConfiguration sarifRuleConfig     `json:"defaultConfiguration"`
+	Properties           map[string][]string `json:"properties,omitempty"`
+}
+
+type sarifRuleConfig struct {
+	Level string `json:"level"`
+}
+
+type sarifText struct {
+	Text string `json:"text"`
+}
+
+type sarifInvocation struct {
+	ExecutionSuccessful bool                `json:"executionSuccessful"`
+	Notifications       []sarifNotification `json:"toolExecutionNotifications"`
+}
+
+type sarifNotification struct {
+	Level     string          `json:"level"`
+	Message   sarifText       `json:"message"`
+	Locations []sarifLocation `json:"locations,omitempty"`
+}
+
+type sarifResult struct {
+	RuleID    string          `json:"ruleId"`
+	RuleIndex *int            `json:"ruleIndex,omitempty"`
+	Level     string          `json:"level"`
+	Message   sarifText       `json:"message"`
+	Locations []sarifLocation `json:"locations"`
+	// PartialFingerprints lets code scanning follow a finding across
+	// commits that move lines.
+	PartialFingerprints map[string]string `json:"partialFingerprints"`
+}
+
+type sarifLocation struct {
+	PhysicalLocation sarifPhysical  `json:"physicalLocation"`
+	LogicalLocations []sarifLogical `json:"logicalLocations,omitempty"`
+}
+
+type sarifPhysical struct {
+	ArtifactLocation sarifArtifact `json:"artifactLocation"`
+	Region           *sarifRegion  `json:"region,omitempty"`
+}
+
+type sarifArtifact struct {
+	URI string `json:"uri"`
+}
+
+type sarifRegion struct {
+	StartLine   int `json:"startLine"`
+	StartColumn int `json:"startColumn,omitempty"`
+}
+
+type sarifLogical struct {
+	FullyQualifiedName string `json:"fullyQualifiedName"`
+	Kind               string `json:"kind"`
+}
+
+// sarifLevel maps an action to a SARIF level: deny is an error, warn a
+// warning, audit a note.
+func sarifLevel(a policy.Action) string {
+	switch a {
+	case policy.ActionDeny:
+		return "error"
+	case policy.ActionWarn:
+		return "warning"
+	}
+	return "note"
+}
+
+// WriteSARIF renders the report as a SARIF 2.1.0 log for code scanning: one
+// result per finding (audit level as notes), at the file, line and column of
+// the offending field; unreadable documents as tool notifications.
+func WriteSARIF(w io.Writer, r *Results, tool Tool) error {
+	run := sarifRun{
+		Tool: sarifTool{Driver: sarifDriver{Name: "dsguard", Version: tool.Version,
+			InformationURI: "https://github.com/dsguard/dsguard", Rules: []sarifRule{}}},
+		Results:    []sarifResult{},
+		ColumnKind: "unicodeCodePoints",
+	}
+	ruleIndex := map[string]int{}
+	for i, rule := range tool.Rules {
+		ruleIndex[rule.ID] = i
+		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{
+			ID: rule.ID, Name: rule.ID,
+			ShortDescription:     sarifText{Text: rule.Title},
+			FullDescription:      sarifText{Text: rule.Why},
+			Help:                 sarifText{Text: rule.Remediation},
+			HelpURI:              rulesDocURI + "#" + rule.ID,
+			DefaultConfiguration: sarifRuleConfig{Level: sarifLevel(rule.DefaultAction)},
+			Properties:           map[string][]string{"tags": {"kubernetes", "daemonset"}},
+		})
+	}
+	for i := range r.Results {
+		res := &r.Results[i]
+		for j, f := range res.Findings {
+			loc := sarifLocation{
+				PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: sarifURI(res.Location.File)}},
+				LogicalLocations: []sarifLogical{{FullyQualifiedName: res.Namespace + "/" + res.Name + fieldSuffix(f), Kind: "object"}},
+			}
+			if j < len(res.Positions) && res.Positions[j].Line > 0 {
+				loc.PhysicalLocation.Region = &sarifRegion{StartLine: res.Positions[j].Line, StartColumn: res.Positions[j].Column}
+			}
+			out := sarifResult{
+				RuleID: f.RuleID, Level: sarifLevel(f.Action),
+				Message:   sarifText{Text: findingText(res, f)},
+				Locations: []sarifLocation{loc},
+				PartialFingerprints: map[string]string{
+					"dsguardFinding/v1": strings.Join([]string{res.Location.File, res.Namespace, res.Name, f.RuleID, f.FieldString()}, "|"),
+				},
+			}
+			if idx, ok := ruleIndex[f.RuleID]; ok {
+				out.RuleIndex = &idx
+			}
+			run.Results = append(run.Results, out)
+		}
+	}
+	inv := sarifInvocation{ExecutionSuccessful: len(r.Errors) == 0, Notifications: []sarifNotification{}}
+	for _, e := range r.Errors {
+		n := sarifNotification{Level: "error", Message: sarifText{Text: e.Error()}}
+		if e.Location.File != "-" {
+			n.Locations = []sarifLocation{{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: sarifURI(e.Location.File)}}}}
+			if e.Location.Line > 0 {
+				n.Locations[0].PhysicalLocation.Region = &sarifRegion{StartLine: e.Location.Line}
+			}
+		}
+		inv.Notifications = append(inv.Notifications, n)
+	}
+	for _, note := range r.Notes {
+		inv.Notifications = append(inv.Notifications, sarifNotification{Level: "note", Message: sarifText{Text: note}})
+	}
+	run.Invocations = []sarifInvocation{inv}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{run}})
+}
+
+// sarifURI is a path relative to the repository root, with forward slashes,
+// as code scanning matches it against the checkout.
+func sarifURI(file string) string {
+	if file == "-" {
+		return "stdin"
+	}
+	return filepath.ToSlash(filepath.Clean(file))
+}
+
+func fieldSuffix(f policy.Finding) string {
+	if s := f.FieldString(); s != "" {
+		return "." + s
+	}
+	return ""
+}
+
+// findingText is a finding in one paragraph: what, where, the details and the fix.
+func findingText(res *Result, f policy.Finding) string {
+	var b strings.Builder
+	b.WriteString("DaemonSet " + res.Namespace + "/" + res.Name + ": " + f.Message)
+	if field := f.FieldString(); field != "" {
+		b.WriteString(" (" + field + ")")
+	}
+	if res.Location.RenderedBy != "" {
+		b.WriteString(" [in the output rendered by " + res.Location.RenderedBy + "]")
+	}
+	for _, d := range f.Details {
+		b.WriteString("; " + d)
+	}
+	if f.Remediation != "" {
+		b.WriteString(". Fix: " + f.Remediation)
+	}
+	if f.Exempted != "" {
+		b.WriteString(". Exempted: " + f.Exempted)
+	}
+	return b.String()
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is stamped at release time with -ldflags "-X main.version=...";
+// without it the module version and VCS data that Go records in every
+// binary (go install module@version, go build in a checkout) are used.
+var version = ""
+
+// versionString is dsguard's version for people and for SARIF: the stamped
+// version, else the module version from the build info, plus the commit.
+func versionString() string {
+	v, commit, modified := version, "", false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	if commit != "" && v == "dev" {
+		if len(commit) > 12 {
+			commit = commit[:12]
+		}
+		v += "+" + commit
+		if modified {
+			v += ".dirty"
+		}
+	}
+	return v
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the dsguard version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dsguard %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}

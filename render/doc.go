@@ -1,0 +1,6 @@
+// Package render turns a Helm chart or a kustomization directory into the
+// manifests it produces, in process, with the libraries the helm and
+// kustomize commands are built on (Helm 4's Go SDK, sigs.k8s.io/kustomize/api),
+// so that `dsguard check` judges what would be applied, with no helm or
+// kustomize binary on the machine.
+package render
