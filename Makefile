@@ -55,6 +55,12 @@ demo: tools ## Start a real control plane and dsguard, and walk through kubectl 
 bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonSet)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: bench-load
+bench-load: tools ## Load harness: real kube-apiserver, NODES Nodes (default 5000), dsguard beside a no-op webhook under node churn (LOAD_FLAGS: see go run ./test/load -h)
+	hack/run-isolated.sh $(GO) run ./test/load -nodes $(NODES) $(LOAD_FLAGS)
+
+NODES ?= 5000
+
 .PHONY: fuzz
 fuzz: ## Fuzz the policy parser and the manifest decoder (FUZZTIME each, default 1m)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $${FUZZTIME:-1m} ./policy/rules

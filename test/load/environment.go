@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// Namespaces of the harness. A namespace's label webhookLabel routes its
+// DaemonSets to one webhook (or none), so that the three modes share one API
+// server and one run.
+const (
+	ownNamespace = "dsguard-system"
+	webhookLabel = "load.dsguard.io/webhook"
+	nsNone       = "load-none"
+	nsNoop       = "load-noop"
+	nsDsguard    = "load-dsguard"
+	nsChurn      = "load-churn"
+	nsProbe      = "load-probe"
+	daemonSetURL = "/validate-daemonset"
+)
+
+// environment is the running control plane, fleet and webhooks.
+type environment struct {
+	dir     string
+	root    string
+	env     *envtest.Environment
+	kube    *kubernetes.Clientset
+	fleet   *fleet
+	dsguard *process
+	noop    *process
+	// dsguardURL and noopURL are the webhooks' DaemonSet endpoints;
+	// tlsConfig trusts their serving certificate.
+	dsguardURL, noopURL string
+	tlsConfig           *tls.Config
+	setup               setupFigures
+}
+
+// setupFigures describe how the fleet was built.
+type setupFigures struct {
+	nodes, classes   int
+	createNodes      time.Duration
+	nodesPerSecond   float64
+	daemonSets       int
+	dsguardReady     time.Duration
+	rssReady         int64
+	rssSettled       int64
+	apiserverVersion string
+}
+
+func startEnvironment(ctx context.Context, o options) (_ *environment, err error) {
+	e := &environment{}
+	defer func() {
+		if err != nil {
+			_ = e.stop()
+		}
+	}()
+	if e.root, err = framework.RepoRoot(); err != nil {
+		return nil, err
+	}
+	tools, err := framework.ToolsDir(e.root)
+	if err != nil {
+		return nil, err
+	}
+	if e.dir, err = os.MkdirTemp("", "dsguard-load-"); err != nil {
+		return nil, err
+	}
+	bin := o.dsguardBin
+	if bin == "" {
+		logf("building dsguard")
+		if bin, err = framework.BuildDsguard(e.root, e.dir); err != nil {
+			return nil, err
+		}
+	}
+
+	logf("starting etcd and kube-apiserver")
+	e.env = &envtest.Environment{
+		BinaryAssetsDirectory:    tools,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	api := e.env.ControlPlane.GetAPIServer().Configure()
+	// Nodes are created ready: the TaintNodesByCondition admission plugin
+	// would put node.kubernetes.io/not-ready on each, and with no kubelet
+	// and no node lifecycle controller nothing would lift it.
+	api.Append("disable-admission-plugins", "TaintNodesByCondition")
+	// Room for 500 Node updates per second beside the measured creates.
+	api.Set("max-requests-inflight", "2000")
+	api.Set("max-mutating-requests-inflight", "1000")
+	cfg, err := e.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if v, err := e.kube.Discovery().ServerVersion(); err == nil {
+		e.setup.apiserverVersion = v.GitVersion
+	}
+	kubeconfig := filepath.Join(e.dir, "kubeconfig")
+	if err = os.WriteFile(kubeconfig, e.env.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	if err = e.createNamespaces(ctx); err != nil {
+		return nil, err
+	}
+
+	e.fleet = newFleet(o.nodes, o.probes)
+	logf("creating %d Nodes", len(e.fleet.nodes))
+	start := time.Now()
+	if err = e.fleet.create(ctx, e.kube); err != nil {
+		return nil, err
+	}
+	e.setup.createNodes = time.Since(start)
+	e.setup.nodes = len(e.fleet.nodes)
+	e.setup.classes = e.fleet.classes
+	e.setup.nodesPerSecond = float64(len(e.fleet.nodes)) / e.setup.createNodes.Seconds()
+	logf("created %d Nodes in %s (%.0f/s)", len(e.fleet.nodes), e.setup.createNodes.Round(time.Second), e.setup.nodesPerSecond)
+	if err = e.createBackgroundDaemonSets(ctx, o.daemonSets); err != nil {
+		return nil, err
+	}
+	e.setup.daemonSets = o.daemonSets
+
+	// envtest generated a CA and a serving certificate for 127.0.0.1 and
+	// localhost; both webhooks serve it.
+	wio := &e.env.WebhookInstallOptions
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(wio.LocalServingCAData)
+	e.tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	host := wio.LocalServingHost
+
+	logf("starting dsguard serve")
+	healthPort, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	e.dsguard, err = startProcess(e.dir, "dsguard", bin, "serve",
+		"--kubeconfig", kubeconfig, "--namespace", ownNamespace,
+		"--host", host, "--port", strconv.Itoa(wio.LocalServingPort), "--cert-dir", wio.LocalServingCertDir,
+		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort)),
+		"--metrics-bind-address", "0", "--shutdown-timeout", "5s")
+	if err != nil {
+		return nil, err
+	}
+	if err = e.dsguard.waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), nil, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	e.setup.dsguardReady = time.Since(start)
+	e.setup.rssReady, _ = e.dsguard.rss()
+	e.dsguardURL = "https://" + net.JoinHostPort(host, strconv.Itoa(wio.LocalServingPort)) + daemonSetURL
+	logf("dsguard ready in %s, RSS %s", e.setup.dsguardReady.Round(100*time.Millisecond), mib(e.setup.rssReady))
+
+	noopPort, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	e.noop, err = startProcess(e.dir, "noop-webhook", self, noopCommand,
+		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir)
+	if err != nil {
+		return nil, err
+	}
+	e.noopURL = "https://" + net.JoinHostPort(host, strconv.Itoa(noopPort)) + daemonSetURL
+	if err = e.noop.waitHTTP(ctx, strings.TrimSuffix(e.noopURL, daemonSetURL)+noopReadyPath, e.tlsConfig, time.Minute); err != nil {
+		return nil, err
+	}
+	if err = e.installWebhooks(ctx, wio.LocalServingCAData); err != nil {
+		return nil, err
+	}
+	logf("webhooks installed and answering")
+	return e, nil
+}
+
+func (e *environment) createNamespaces(ctx context.Context) error {
+	namespaces := map[string]string{ownNamespace: "", nsNone: "", nsNoop: "noop", nsDsguard: "dsguard",
+		nsChurn: "dsguard", nsProbe: "dsguard"}
+	for i := range backgroundNamespaces {
+		namespaces[backgroundNamespace(i)] = "dsguard"
+	}
+	for name, hook := range namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if hook != "" {
+			ns.Labels = map[string]string{webhookLabel: hook}
+		}
+		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// backgroundNamespaces hold the DaemonSets the auditor watches during the
+// CPU phases, spread as teams spread them.
+const backgroundNamespaces = 10
+
+func backgroundNamespace(i int) string { return fmt.Sprintf("load-team-%02d", i%backgroundNamespaces) }
+
+func (e *environment) createBackgroundDaemonSets(ctx context.Context, n int) error {
+	return parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		ds := daemonSet(fmt.Sprintf("agent-%03d", i))
+		if i%4 == 1 {
+			// Some select one pool, some tolerate everything: the
+			// auditor's work differs per DaemonSet.
+			ds.Spec.Template.Spec.NodeSelector = map[string]string{poolLabel: pools[i%len(pools)].name}
+		}
+		if i%4 == 2 {
+			ds.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}
+		_, err := e.kube.AppsV1().DaemonSets(backgroundNamespace(i)).Create(ctx, ds, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// installWebhooks points one ValidatingWebhookConfiguration at each webhook,
+// each matching DaemonSets in the namespaces labelled for it, and waits until
+// the API server calls both.
+func (e *environment) installWebhooks(ctx context.Context, caBundle []byte) error {
+	for _, h := range []struct{ name, url string }{{"noop", e.noopURL}, {"dsguard", e.dsguardURL}} {
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "load-" + h.name},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name:                    h.name + ".load.dsguard.io",
+				AdmissionReviewVersions: []string{"v1"},
+				SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+				TimeoutSeconds:          ptr.To[int32](10),
+				ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(h.url), CABundle: caBundle},
+				Rules: []admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
+						Resources: []string{"daemonsets"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+				}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{webhookLabel: h.name}},
+			}},
+		}
+		if _, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	// The no-op webhook warns for the DaemonSet named pingName only;
+	// dsguard warns for any DaemonSet without a readiness probe.
+	for _, w := range []struct{ ns, want string }{{nsNoop, noopWarning}, {nsDsguard, "readiness-probe"}} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ds := daemonSet(pingName)
+			ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
+			warnings, err := dryRunCreate(ctx, e.kube, w.ns, ds)
+			if err == nil && strings.Contains(strings.Join(warnings, "\n"), w.want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the API server does not call the webhook of namespace %s (last: %v %v)", w.ns, err, warnings)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func (e *environment) stop() error {
+	var errs []error
+	for _, p := range []*process{e.dsguard, e.noop} {
+		if p != nil {
+			if err := p.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if e.env != nil {
+		if err := e.env.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the control plane: %w", err))
+		}
+	}
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// pingName is the DaemonSet the harness dry-runs to see a webhook answer.
+const pingName = "load-ping"
+
+// daemonSet is a node agent like the ones the harness creates: Linux only,
+// tolerating the control plane, with a readiness probe and no other finding
+// under the default policy except what the nodes make of it.
+func daemonSet(name string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelOSStable: "linux"},
+					Tolerations: []corev1.Toleration{{Key: controlPlaneTaint, Operator: corev1.TolerationOpExists,
+						Effect: corev1.TaintEffectNoSchedule}},
+					Containers: []corev1.Container{{
+						Name:  "agent",
+						Image: "registry.example.com/agent:1.2.3",
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+							HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstrPort(8080)},
+						}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// dryRunCreate creates ds in namespace ns with dryRun=All and returns the
+// warnings of the response.
+func dryRunCreate(ctx context.Context, kube *kubernetes.Clientset, ns string, ds *appsv1.DaemonSet) ([]string, error) {
+	var warnings warningCollector
+	cfg := kube.AppsV1().RESTClient()
+	result := cfg.Post().Namespace(ns).Resource("daemonsets").Param("dryRun", "All").
+		Body(ds).WarningHandler(&warnings).Do(ctx)
+	return warnings.list, result.Error()
+}
+
+type warningCollector struct{ list []string }
+
+func (w *warningCollector) HandleWarningHeader(_ int, _ string, text string) {
+	w.list = append(w.list, text)
+}
+
+// isDenied reports an admission deny (HTTP 403 from a webhook).
+func isDenied(err error) bool { return apierrors.IsForbidden(err) }
+
+// httpClient returns a client for direct TLS requests to the webhooks, with
+// room for conns keep-alive connections and HTTP/1.1 as the API server uses.
+func (e *environment) httpClient(conns int) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: e.tlsConfig.Clone(), MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost: conns, ForceAttemptHTTP2: false, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}}
+}

@@ -1,0 +1,123 @@
+// Command load is dsguard's load harness: it starts a real etcd and
+// kube-apiserver, creates a fleet of Nodes (5,000 by default), runs `dsguard
+// serve` and a no-op controller-runtime webhook side by side, and reports in
+// one run what dsguard costs while the fleet churns:
+//
+//   - dsguard's CPU and RSS idle, under irrelevant Node updates (an annotation,
+//     as kubelet heartbeats and controllers touch Nodes all day) at two rates,
+//     and under relevant ones (a taint added or removed);
+//   - how long a relevant node change takes to reach the admission verdict
+//     and the auditor's Event;
+//   - p50/p99 of DaemonSet creates through the API server with no webhook,
+//     the no-op webhook and dsguard, interleaved, while DaemonSets and Nodes
+//     churn;
+//   - direct TLS throughput and p99 against both webhooks at 1, 16 and 64
+//     concurrent requests.
+//
+// `make bench-load` runs it (NODES=65000 for the large fleet). It is a
+// measurement, not a test: it fails only when something it drives breaks, and
+// prints the targets beside the figures for a reader to judge. Run it on an
+// otherwise idle machine; it prints the machine's load average at the start
+// and the end, since every figure is relative to what else was running.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// options are the harness's knobs; the defaults are the issue's scenario.
+type options struct {
+	nodes      int
+	daemonSets int
+	window     time.Duration
+	creates    int
+	direct     time.Duration
+	probes     int
+	out        string
+	noopPort   int
+	noopCerts  string
+	dsguardBin string
+	keep       bool
+}
+
+func main() {
+	// The no-op webhook runs as a child process of the harness itself, so
+	// that its CPU is apart from the load generator's.
+	if len(os.Args) > 1 && os.Args[1] == noopCommand {
+		if err := runNoop(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "no-op webhook:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 5000, "Nodes to create (65000 for the large fleet)")
+	flag.IntVar(&o.daemonSets, "daemonsets", 100, "DaemonSets present in the cluster during the CPU phases")
+	flag.DurationVar(&o.window, "window", 30*time.Second, "length of each CPU measurement phase")
+	flag.IntVar(&o.creates, "creates", 300, "DaemonSet creates measured per webhook mode")
+	flag.DurationVar(&o.direct, "direct", 5*time.Second, "length of each direct TLS load step")
+	flag.IntVar(&o.probes, "probes", 5, "relevant node changes timed to the verdict and to the Event")
+	flag.StringVar(&o.out, "o", "", "also write the report (Markdown) to this file")
+	flag.StringVar(&o.dsguardBin, "dsguard", "", "dsguard binary to measure (default: build ./cmd/dsguard)")
+	flag.Parse()
+	if o.nodes < 10 {
+		fmt.Fprintln(os.Stderr, "load: -nodes must be at least 10")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
+		fmt.Fprintln(os.Stderr, "\nload:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options) (err error) {
+	r := &report{opts: o, loadStart: loadAverage(), started: time.Now()}
+	env, err := startEnvironment(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := env.stop(); err == nil {
+			err = stopErr
+		}
+	}()
+	r.setup = env.setup
+	fleet := env.fleet
+
+	if err := measureCPUPhases(ctx, env, fleet, r); err != nil {
+		return fmt.Errorf("CPU phases: %w", err)
+	}
+	if err := measureChangeToVerdict(ctx, env, r); err != nil {
+		return fmt.Errorf("node change to verdict: %w", err)
+	}
+	if err := measureChangeToEvent(ctx, env, r); err != nil {
+		return fmt.Errorf("node change to Event: %w", err)
+	}
+	if err := measureCreates(ctx, env, fleet, r); err != nil {
+		return fmt.Errorf("create latency: %w", err)
+	}
+	if err := measureDirect(ctx, env, r); err != nil {
+		return fmt.Errorf("direct TLS load: %w", err)
+	}
+	r.peakRSS = env.dsguard.peakRSS()
+	r.loadEnd = loadAverage()
+	r.took = time.Since(r.started)
+	return r.print(o.out)
+}

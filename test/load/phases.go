@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// probeTaint is what the verdict and Event probes put on their nodes.
+const probeTaint = "load.dsguard.io/probe"
+
+// settle is the pause between phases, so that one phase's backlog does not
+// count in the next one.
+const settle = 5 * time.Second
+
+// cpuPhase is dsguard's cost under one kind of node churn.
+type cpuPhase struct {
+	name   string
+	target string
+	rate   float64
+	load   paced
+	use    usage
+}
+
+func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report) error {
+	// Let the start-up settle: the first audit pass, the caches' resync.
+	if err := sleep(ctx, 2*settle); err != nil {
+		return err
+	}
+	r.setup.rssSettled, _ = env.dsguard.rss()
+	relevant, cleanup := f.relevantUpdates(env.kube)
+	phases := []struct {
+		name, target string
+		rate         float64
+		job          func(context.Context, int) error
+	}{
+		{"idle", "", 0, nil},
+		{"irrelevant Node updates 50/s", "≤ 2 % of a core", 50, f.irrelevantUpdates(env.kube)},
+		{"irrelevant Node updates 500/s", "", 500, f.irrelevantUpdates(env.kube)},
+		{"relevant Node updates 5/s (taint added/removed)", "", 5, relevant},
+	}
+	for _, p := range phases {
+		logf("CPU phase: %s for %s", p.name, r.opts.window)
+		s, err := env.dsguard.sample()
+		if err != nil {
+			return err
+		}
+		var load paced
+		if p.job == nil {
+			err = sleep(ctx, r.opts.window)
+		} else {
+			load = pace(ctx, p.rate, r.opts.window, 64, p.job)
+			err = ctx.Err()
+		}
+		use, uerr := s.done()
+		if err != nil {
+			return err
+		}
+		if uerr != nil {
+			return uerr
+		}
+		if load.failed > 0 {
+			logf("  %d of %d updates failed, first: %v", load.failed, load.done+load.failed, load.firstErr)
+		}
+		r.cpu = append(r.cpu, cpuPhase{name: p.name, target: p.target, rate: p.rate, load: load, use: use})
+		logf("  dsguard %.1f %% of a core, RSS avg %s max %s; %.1f updates/s achieved",
+			use.cpu*100, mib(use.rssAvg), mib(use.rssMax), load.rate)
+		if err := cleanup(ctx); err != nil {
+			return err
+		}
+		if err := sleep(ctx, settle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latencies are durations of one kind, summarised.
+type latencies []time.Duration
+
+func (l latencies) percentile(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s)) + 0.5)
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+// measureChangeToVerdict taints the one node the probe DaemonSet selects
+// (so that it would run nowhere, a deny) and polls a dry-run create through
+// the API server until dsguard denies it; then lifts the taint and polls
+// until it is allowed again.
+func measureChangeToVerdict(ctx context.Context, env *environment, r *report) error {
+	ds := daemonSet("probe-verdict")
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{probeLabel: "verdict"}
+	if _, err := dryRunCreate(ctx, env.kube, nsProbe, ds); err != nil {
+		return fmt.Errorf("the probe DaemonSet is not allowed before any change: %w", err)
+	}
+	logf("relevant node change to admission verdict, %d times each way", r.opts.probes)
+	var polls int
+	var pollTime time.Duration
+	wait := func(wantDeny bool) (time.Duration, error) {
+		start := time.Now()
+		for time.Since(start) < time.Minute {
+			t := time.Now()
+			_, err := dryRunCreate(ctx, env.kube, nsProbe, ds)
+			polls++
+			pollTime += time.Since(t)
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			if wantDeny && isDenied(err) || !wantDeny && err == nil {
+				return time.Since(start), nil
+			}
+			if err != nil && !isDenied(err) {
+				return 0, err
+			}
+		}
+		return 0, fmt.Errorf("the verdict did not change within a minute (deny wanted: %v)", wantDeny)
+	}
+	for range r.opts.probes {
+		if err := setTaint(ctx, env.kube, env.fleet.verdictProbe, probeTaint, true); err != nil {
+			return err
+		}
+		d, err := wait(true)
+		if err != nil {
+			return err
+		}
+		r.verdictTaint = append(r.verdictTaint, d)
+		if err := setTaint(ctx, env.kube, env.fleet.verdictProbe, probeTaint, false); err != nil {
+			return err
+		}
+		if d, err = wait(false); err != nil {
+			return err
+		}
+		r.verdictUntaint = append(r.verdictUntaint, d)
+	}
+	r.verdictPoll = pollTime / time.Duration(max(polls, 1))
+	logf("  taint → deny p50 %s max %s; untaint → allow p50 %s max %s (one poll takes %s)",
+		ms(r.verdictTaint.percentile(50)), ms(r.verdictTaint.percentile(100)),
+		ms(r.verdictUntaint.percentile(50)), ms(r.verdictUntaint.percentile(100)), ms(r.verdictPoll))
+	return sleep(ctx, settle)
+}
+
+// measureChangeToEvent gives each probe DaemonSet two nodes of its own and
+// taints one: the auditor must report CoverageReduced. Each DaemonSet is
+// probed once, because the Event recorder folds repeats of an Event into a
+// series that the API shows late.
+func measureChangeToEvent(ctx context.Context, env *environment, r *report) error {
+	for i := range env.fleet.eventProbes {
+		ds := daemonSet(fmt.Sprintf("probe-event-%d", i))
+		ds.Spec.Template.Spec.NodeSelector = map[string]string{probeLabel: fmt.Sprintf("event-%d", i)}
+		if _, err := env.kube.AppsV1().DaemonSets(nsProbe).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	w, err := env.kube.EventsV1().Events(nsProbe).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	go func() {
+		for ev := range w.ResultChan() {
+			e, ok := ev.Object.(*eventsv1.Event)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || e.Reason != "CoverageReduced" {
+				continue
+			}
+			mu.Lock()
+			if _, dup := seen[e.Regarding.Name]; !dup {
+				seen[e.Regarding.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}()
+	// The auditor must know the DaemonSets before a change can be "worse".
+	if err := sleep(ctx, 2*settle); err != nil {
+		return err
+	}
+	logf("relevant node change to the auditor's Event, %d DaemonSets", len(env.fleet.eventProbes))
+	for i, pair := range env.fleet.eventProbes {
+		name := fmt.Sprintf("probe-event-%d", i)
+		if err := setTaint(ctx, env.kube, pair[0], probeTaint, true); err != nil {
+			return err
+		}
+		start := time.Now()
+		for {
+			mu.Lock()
+			at, ok := seen[name]
+			mu.Unlock()
+			if ok {
+				r.eventLatency = append(r.eventLatency, at.Sub(start))
+				break
+			}
+			if time.Since(start) > time.Minute {
+				return fmt.Errorf("no CoverageReduced Event for %s within a minute", name)
+			}
+			if err := sleep(ctx, 5*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		if err := setTaint(ctx, env.kube, pair[0], probeTaint, false); err != nil {
+			return err
+		}
+	}
+	logf("  taint → Event p50 %s max %s", ms(r.eventLatency.percentile(50)), ms(r.eventLatency.percentile(100)))
+	return sleep(ctx, settle)
+}
+
+// createMode is one way a DaemonSet create reaches etcd.
+type createMode struct {
+	name, namespace string
+	samples         latencies
+}
+
+// measureCreates creates DaemonSets through the API server, one at a time,
+// rotating among the webhook modes so that each sees the same background,
+// while Nodes and other DaemonSets churn.
+func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) error {
+	modes := []*createMode{{name: "no webhook", namespace: nsNone}, {name: "no-op webhook", namespace: nsNoop},
+		{name: "dsguard", namespace: nsDsguard}}
+	logf("DaemonSet creates: %d per mode, interleaved, under churn", r.opts.creates)
+	churnCtx, stopChurn := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	relevant, cleanup := f.relevantUpdates(env.kube)
+	const forever = 24 * time.Hour
+	wg.Go(func() { pace(churnCtx, 50, forever, 16, f.irrelevantUpdates(env.kube)) })
+	wg.Go(func() { pace(churnCtx, 1, forever, 2, relevant) })
+	wg.Go(func() { pace(churnCtx, 5, forever, 8, churnDaemonSets(env)) })
+	s, err := env.dsguard.sample()
+	if err != nil {
+		stopChurn()
+		wg.Wait()
+		return err
+	}
+	for i := 0; i < r.opts.creates && err == nil; i++ {
+		for j := range modes {
+			m := modes[(i+j)%len(modes)]
+			ds := daemonSet(fmt.Sprintf("lat-%05d", i))
+			start := time.Now()
+			if _, err = env.kube.AppsV1().DaemonSets(m.namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+				err = fmt.Errorf("creating %s/%s: %w", m.namespace, ds.Name, err)
+				break
+			}
+			m.samples = append(m.samples, time.Since(start))
+		}
+	}
+	stopChurn()
+	wg.Wait()
+	r.createUse, _ = s.done()
+	if err != nil {
+		return err
+	}
+	if err := cleanup(ctx); err != nil {
+		return err
+	}
+	for _, m := range modes {
+		r.creates = append(r.creates, *m)
+		if err := env.kube.AppsV1().DaemonSets(m.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		logf("  %s: p50 %s p99 %s", m.name, ms(m.samples.percentile(50)), ms(m.samples.percentile(99)))
+	}
+	return sleep(ctx, settle)
+}
+
+// churnDaemonSets returns a paced job that creates a DaemonSet and deletes
+// the one created ten calls before.
+func churnDaemonSets(env *environment) func(context.Context, int) error {
+	return func(ctx context.Context, i int) error {
+		if _, err := env.kube.AppsV1().DaemonSets(nsChurn).Create(ctx, daemonSet(fmt.Sprintf("churn-%05d", i)),
+			metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if i < 10 {
+			return nil
+		}
+		return env.kube.AppsV1().DaemonSets(nsChurn).Delete(ctx, fmt.Sprintf("churn-%05d", i-10), metav1.DeleteOptions{})
+	}
+}
+
+// directStep is one target at one concurrency.
+type directStep struct {
+	target      string
+	concurrency int
+	requests    int
+	failed      int
+	throughput  float64
+	p50, p99    time.Duration
+}
+
+// measureDirect sends AdmissionReviews straight to each webhook over TLS
+// (keep-alive connections, as the API server holds them), at 1, 16 and 64
+// requests in flight, alternating which webhook goes first.
+func measureDirect(ctx context.Context, env *environment, r *report) error {
+	ds := daemonSet("direct")
+	ds.Namespace = nsDsguard
+	raw, err := json.Marshal(ds)
+	if err != nil {
+		return err
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       types.UID("00000000-0000-0000-0000-000000000001"),
+			Kind:      metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+			Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"},
+			Name:      ds.Name, Namespace: nsDsguard, Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw},
+		},
+	}
+	body, err := json.Marshal(review)
+	if err != nil {
+		return err
+	}
+	targets := []struct{ name, url string }{{"no-op webhook", env.noopURL}, {"dsguard", env.dsguardURL}}
+	for i, c := range []int{1, 16, 64} {
+		for j := range targets {
+			t := targets[(i+j)%len(targets)]
+			logf("direct TLS: %s at %d concurrent for %s", t.name, c, r.opts.direct)
+			step, err := directLoad(ctx, env.httpClient(c), t.url, body, c, r.opts.direct)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			step.target = t.name
+			r.direct = append(r.direct, step)
+			logf("  %.0f requests/s, p50 %s p99 %s, %d failed", step.throughput, ms(step.p50), ms(step.p99), step.failed)
+		}
+	}
+	return nil
+}
+
+func directLoad(ctx context.Context, client *http.Client, url string, body []byte, concurrency int, d time.Duration) (directStep, error) {
+	post := func() (time.Duration, bool) {
+		start := time.Now()
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, false
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil || out.Response == nil ||
+			!out.Response.Allowed {
+			return 0, false
+		}
+		return time.Since(start), true
+	}
+	// Warm up: open the connections and let both sides reach a steady state.
+	warm, cancelWarm := context.WithTimeout(ctx, d/5)
+	hammer(warm, concurrency, post)
+	cancelWarm()
+	if ctx.Err() != nil {
+		return directStep{}, ctx.Err()
+	}
+	window, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	samples, failed := hammer(window, concurrency, post)
+	elapsed := time.Since(start)
+	if len(samples) == 0 {
+		return directStep{}, fmt.Errorf("no request succeeded (%d failed)", failed)
+	}
+	return directStep{concurrency: concurrency, requests: len(samples), failed: failed,
+		throughput: float64(len(samples)) / elapsed.Seconds(), p50: samples.percentile(50), p99: samples.percentile(99)}, nil
+}
+
+// hammer calls post on concurrency goroutines until ctx ends.
+func hammer(ctx context.Context, concurrency int, post func() (time.Duration, bool)) (latencies, int) {
+	var mu sync.Mutex
+	var all latencies
+	failed := 0
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			var mine latencies
+			bad := 0
+			for ctx.Err() == nil {
+				if d, ok := post(); ok {
+					mine = append(mine, d)
+				} else if ctx.Err() == nil {
+					bad++
+				}
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			failed += bad
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return all, failed
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report collects every figure of a run and prints them side by side.
+type report struct {
+	opts               options
+	started            time.Time
+	took               time.Duration
+	loadStart, loadEnd string
+	setup              setupFigures
+	cpu                []cpuPhase
+	verdictTaint       latencies
+	verdictUntaint     latencies
+	verdictPoll        time.Duration
+	eventLatency       latencies
+	creates            []createMode
+	createUse          usage
+	direct             []directStep
+	peakRSS            int64
+}
+
+func (r *report) print(path string) error {
+	var b strings.Builder
+	r.write(&b)
+	fmt.Print("\n" + b.String())
+	if path == "" {
+		return nil
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func (r *report) write(w io.Writer) {
+	s := &r.setup
+	fmt.Fprintf(w, "## dsguard load harness: %d nodes\n\n", s.nodes)
+	fmt.Fprintf(w, "- machine: %d CPUs; load average %s at the start, %s at the end; run took %s\n",
+		runtime.NumCPU(), r.loadStart, r.loadEnd, r.took.Round(time.Second))
+	fmt.Fprintf(w, "- kube-apiserver %s; %d Nodes in about %d classes, created in %s (%.0f/s); %d DaemonSets in %d namespaces\n",
+		s.apiserverVersion, s.nodes, s.classes, s.createNodes.Round(time.Second), s.nodesPerSecond, s.daemonSets, backgroundNamespaces)
+	fmt.Fprintf(w, "- dsguard ready %s after start; RSS %s when ready, %s settled, %s peak over the run (target ≤ 64 MiB at 5,000 nodes)\n\n",
+		s.dsguardReady.Round(100*time.Millisecond), mib(s.rssReady), mib(s.rssSettled), mib(r.peakRSS))
+
+	fmt.Fprintf(w, "### dsguard CPU and memory under node churn (%s each)\n\n", r.opts.window)
+	fmt.Fprintln(w, "| phase | updates/s achieved | failed | dsguard CPU (% of a core) | RSS avg | RSS max | target |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+	for _, p := range r.cpu {
+		rate := "-"
+		if p.rate > 0 {
+			rate = fmt.Sprintf("%.1f of %.0f", p.load.rate, p.rate)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %.2f %% | %s | %s | %s |\n", p.name, rate, p.load.failed, p.use.cpu*100,
+			mib(p.use.rssAvg), mib(p.use.rssMax), p.target)
+	}
+
+	fmt.Fprintf(w, "\n### A relevant node change, to the verdict and to the Event (%d each)\n\n", len(r.verdictTaint))
+	fmt.Fprintln(w, "| change | observed | p50 | max | target |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | --- |")
+	fmt.Fprintf(w, "| taint on the only selected node | dry-run create denied through the API server | %s | %s | ≤ 1 s |\n",
+		ms(r.verdictTaint.percentile(50)), ms(r.verdictTaint.percentile(100)))
+	fmt.Fprintf(w, "| taint lifted | dry-run create allowed again | %s | %s | ≤ 1 s |\n",
+		ms(r.verdictUntaint.percentile(50)), ms(r.verdictUntaint.percentile(100)))
+	fmt.Fprintf(w, "| taint on one of two selected nodes | CoverageReduced Event seen by a watch | %s | %s | ≤ 5 s |\n",
+		ms(r.eventLatency.percentile(50)), ms(r.eventLatency.percentile(100)))
+	fmt.Fprintf(w, "\nOne verdict poll (a dry-run create) took %s on average: the verdict figures are that coarse.\n",
+		ms(r.verdictPoll))
+
+	fmt.Fprintf(w, "\n### DaemonSet creates through the API server (%d per mode, interleaved; "+
+		"meanwhile 50 irrelevant and 1 relevant Node update/s, 5 DaemonSet creates and deletes/s)\n\n", r.opts.creates)
+	fmt.Fprintln(w, "| mode | p50 | p99 | p50 over no webhook | p99 over no webhook |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
+	var base, noop, ds *createMode
+	for i := range r.creates {
+		m := &r.creates[i]
+		switch m.namespace {
+		case nsNone:
+			base = m
+		case nsNoop:
+			noop = m
+		case nsDsguard:
+			ds = m
+		}
+	}
+	for i := range r.creates {
+		m := &r.creates[i]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", m.name, ms(m.samples.percentile(50)), ms(m.samples.percentile(99)),
+			signedMS(m.samples.percentile(50)-base.samples.percentile(50)),
+			signedMS(m.samples.percentile(99)-base.samples.percentile(99)))
+	}
+	if base != nil && noop != nil && ds != nil {
+		over := func(m *createMode, p float64) float64 {
+			return float64(m.samples.percentile(p) - base.samples.percentile(p))
+		}
+		fmt.Fprintf(w, "\ndsguard's overhead over the no-op webhook's: p50 %s, p99 %s (target ≤ 1.1×). "+
+			"dsguard used %.1f %% of a core during the creates, RSS max %s.\n",
+			ratio(over(ds, 50), over(noop, 50)), ratio(over(ds, 99), over(noop, 99)), r.createUse.cpu*100, mib(r.createUse.rssMax))
+	}
+
+	fmt.Fprintf(w, "\n### Direct TLS load (AdmissionReview of a DaemonSet CREATE, keep-alive, %s per step)\n\n", r.opts.direct)
+	fmt.Fprintln(w, "| concurrent | no-op requests/s | dsguard requests/s | throughput ratio | no-op p50 | dsguard p50 | no-op p99 | dsguard p99 | failed |")
+	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, c := range []int{1, 16, 64} {
+		var n, d *directStep
+		for i := range r.direct {
+			s := &r.direct[i]
+			if s.concurrency != c {
+				continue
+			}
+			if s.target == "dsguard" {
+				d = s
+			} else {
+				n = s
+			}
+		}
+		if n == nil || d == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %s | %s | %s | %s | %s | %d |\n", c, n.throughput, d.throughput,
+			ratio(d.throughput, n.throughput), ms(n.p50), ms(d.p50), ms(n.p99), ms(d.p99), n.failed+d.failed)
+	}
+	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load.")
+}
+
+func signedMS(d time.Duration) string {
+	if d >= 0 {
+		return "+" + ms(d)
+	}
+	return "−" + ms(-d)
+}
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "n/a (the no-op figure is not above zero)"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
