@@ -318,10 +318,10 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
-			UID:       types.UID("00000000-0000-0000-0000-000000000001"),
-			Kind:      metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"},
-			Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"},
-			Name:      ds.Name, Namespace: nsDsguard, Operation: admissionv1.Create,
+			UID:      types.UID("00000000-0000-0000-0000-000000000001"),
+			Kind:     metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+			Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"},
+			Name:     ds.Name, Namespace: nsDsguard, Operation: admissionv1.Create,
 			Object: runtime.RawExtension{Raw: raw},
 		},
 	}
