@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
@@ -133,109 +134,33 @@ var transientTaints = map[string]bool{
 func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	cov := Coverage{Total: nodes.Len()}
 	spec := &ds.Spec.Template.Spec
-	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
-	var relaxed *nodeaffinity.RequiredNodeAffinity
-	perNode := spec.NodeName != "" || nodes.looksAtNodeIdentity(spec)
-	tolerations := daemonTolerations(spec)
-	// Decisions go to groups first (a class, or with perNode each node, gets
-	// a group index, -1 when eligible); one pass over the snapshot's sorted
-	// names then fills each group's Nodes in order, with no sort per request.
-	var groups []Skip
-	var sizes []int
-	index := map[string]int32{}
-	group := func(kind SkipKind, taint *corev1.Taint, n int) int32 {
-		key := string(kind)
-		if taint != nil {
-			// A grouping key, not a message: concatenation, no fmt, on
-			// the request path.
-			key += "\x00" + taint.Key + "\x00" + taint.Value + "\x00" + string(taint.Effect)
-		}
-		g, ok := index[key]
-		if !ok {
-			g = int32(len(groups))
-			s := Skip{Kind: kind}
-			if taint != nil {
-				s.Taint = *taint
-				s.Transient = transientTaints[taint.Key]
-			}
-			groups = append(groups, s)
-			sizes = append(sizes, 0)
-			index[key] = g
-		}
-		sizes[g] += n
-		return g
+	p := predictor{
+		spec:        spec,
+		affinity:    nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity),
+		tolerations: daemonTolerations(spec),
 	}
-	classGroup := make([]int32, len(nodes.classes))
-	var nodeGroup []int32 // by position in nodes.names, when perNode
-	if perNode {
-		nodeGroup = make([]int32, nodes.total)
+	var q *identityQuery
+	if spec.NodeName != "" || nodes.looksAtNodeIdentity(spec) {
+		q = nodes.identityQuery(spec)
 	}
-	for i := range nodes.classes {
-		class := &nodes.classes[i]
-		node := class.node // a copy: Name and per-node labels are set per member below
-		if !perNode {
-			if kind, taint, ok := placeOn(&node, spec, affinity, &relaxed, tolerations); ok {
+	for _, class := range nodes.classes {
+		if q == nil {
+			if kind, taint, ok := placeOn(&class.node, spec, p.affinity, &p.relaxed, p.tolerations); ok {
 				cov.Eligible += len(class.members)
-				classGroup[i] = -1
 			} else {
-				classGroup[i] = group(kind, taint, len(class.members))
+				p.add(kind, taint, nameRun{members: class.members})
 			}
 			continue
 		}
-		labels := make(map[string]string, len(node.Labels)+len(nodes.perNodeKeys))
-		for k, v := range node.Labels {
-			labels[k] = v
-		}
-		node.Labels = labels
-		// Taints belong to the class: decided once, on first need.
-		taintGroup, taintDecided := int32(-1), false
-		for _, m := range class.members {
-			node.Name = m.name
-			for j, k := range nodes.perNodeKeys {
-				if m.perNode[j].present {
-					labels[k] = m.perNode[j].value
-				} else {
-					delete(labels, k)
-				}
-			}
-			if spec.NodeName != "" && spec.NodeName != m.name {
-				nodeGroup[m.pos] = group(SkipNodeName, nil, 1)
-				continue
-			}
-			if kind, ok := matchAffinity(&node, spec, affinity, &relaxed); !ok {
-				nodeGroup[m.pos] = group(kind, nil, 1)
-				continue
-			}
-			if !taintDecided {
-				if taint, untolerated := untoleratedTaint(node.Spec.Taints, tolerations); untolerated {
-					taintGroup = group(SkipTaint, taint, 0)
-				}
-				taintDecided = true
-			}
-			nodeGroup[m.pos] = taintGroup
-			if taintGroup < 0 {
-				cov.Eligible++
-			} else {
-				sizes[taintGroup]++
-			}
-		}
+		cov.Eligible += p.perNode(nodes, class, q)
 	}
-	if len(groups) > 0 {
-		for g := range groups {
-			groups[g].Nodes = make([]string, 0, sizes[g])
+	if len(p.groups) > 0 {
+		cov.Skips = make([]Skip, len(p.groups))
+		for i := range p.groups {
+			g := &p.groups[i]
+			cov.Skips[i] = g.skip
+			cov.Skips[i].Nodes = mergeRuns(g.runs, g.size)
 		}
-		for p, name := range nodes.names {
-			var g int32
-			if perNode {
-				g = nodeGroup[p]
-			} else {
-				g = classGroup[nodes.classOf[p]]
-			}
-			if g >= 0 {
-				groups[g].Nodes = append(groups[g].Nodes, name)
-			}
-		}
-		cov.Skips = groups
 	}
 	sort.Slice(cov.Skips, func(a, b int) bool {
 		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
@@ -244,6 +169,219 @@ func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
 	})
 	return cov
+}
+
+// predictor gathers one prediction's skipped nodes by reason, as runs of
+// class members that are merged into sorted name lists at the end.
+type predictor struct {
+	spec        *corev1.PodSpec
+	affinity    nodeaffinity.RequiredNodeAffinity
+	relaxed     *nodeaffinity.RequiredNodeAffinity
+	tolerations []corev1.Toleration
+	groups      []skipGroup
+}
+
+type skipGroup struct {
+	skip Skip
+	runs []nameRun
+	size int
+}
+
+// group returns the index of the group for this reason, adding it if new.
+// A prediction has a handful of reasons: a linear search beats a map.
+func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
+	for i := range p.groups {
+		s := &p.groups[i].skip
+		if s.Kind == kind && (taint == nil || s.Taint == *taint) {
+			return i
+		}
+	}
+	s := Skip{Kind: kind}
+	if taint != nil {
+		s.Taint = *taint
+		s.Transient = transientTaints[taint.Key]
+	}
+	p.groups = append(p.groups, skipGroup{skip: s})
+	return len(p.groups) - 1
+}
+
+func (p *predictor) add(kind SkipKind, taint *corev1.Taint, run nameRun) { p.addRun(p.group(kind, taint), run) }
+
+func (p *predictor) addRun(g int, run nameRun) {
+	grp := &p.groups[g]
+	grp.runs = append(grp.runs, run)
+	grp.size += run.len()
+}
+
+// identityQuery is what a DaemonSet that looks at node identity names: the
+// nodes it names and the values of per-node labels it selects on. A class
+// member carrying none of them behaves like any other such member, so a
+// class is judged once for all of those, and once per member it names.
+type identityQuery struct {
+	names []string
+	// values[j] and referenced[j] are about the per-node key j.
+	values     [][]string
+	referenced []bool
+	// scan: some requirement (Gt, Lt, an unusual field) needs every node
+	// judged on its own.
+	scan bool
+}
+
+// placeholder is a name and label value no node has (the API server refuses
+// it): the stand-in for the members a DaemonSet does not name.
+const placeholder = "\x00"
+
+func (s *NodeSnapshot) identityQuery(spec *corev1.PodSpec) *identityQuery {
+	q := &identityQuery{values: make([][]string, len(s.perNodeKeys)), referenced: make([]bool, len(s.perNodeKeys))}
+	keyIndex := func(k string) int {
+		j, found := slices.BinarySearch(s.perNodeKeys, k)
+		if !found {
+			return -1
+		}
+		q.referenced[j] = true
+		return j
+	}
+	if spec.NodeName != "" {
+		q.names = append(q.names, spec.NodeName)
+	}
+	for k, v := range spec.NodeSelector {
+		if j := keyIndex(k); j >= 0 {
+			q.values[j] = append(q.values[j], v)
+		}
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range t.MatchExpressions {
+				j := keyIndex(r.Key)
+				switch {
+				case j < 0:
+				case r.Operator == corev1.NodeSelectorOpIn || r.Operator == corev1.NodeSelectorOpNotIn:
+					q.values[j] = append(q.values[j], r.Values...)
+				case r.Operator != corev1.NodeSelectorOpExists && r.Operator != corev1.NodeSelectorOpDoesNotExist:
+					q.scan = true
+				}
+			}
+			for _, r := range t.MatchFields {
+				if r.Key != metav1.ObjectNameField ||
+					(r.Operator != corev1.NodeSelectorOpIn && r.Operator != corev1.NodeSelectorOpNotIn) {
+					q.scan = true
+				}
+				q.names = append(q.names, r.Values...)
+			}
+		}
+	}
+	if slices.Contains(q.names, placeholder) || slices.ContainsFunc(q.values, func(vs []string) bool {
+		return slices.Contains(vs, placeholder)
+	}) {
+		q.scan = true
+	}
+	return q
+}
+
+// perNode judges one class for a DaemonSet that looks at node identity and
+// returns how many of its members are eligible.
+func (p *predictor) perNode(s *NodeSnapshot, class *nodeClass, q *identityQuery) int {
+	node := class.node // a copy: Name and per-node labels are set per member below
+	labels := make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
+	for k, v := range node.Labels {
+		labels[k] = v
+	}
+	node.Labels = labels
+	// Taints belong to the class: decided once, on first need.
+	taintGroup, taintDecided := -1, false
+	decide := func(name string, values []perNodeValue) int {
+		node.Name = name
+		for j, k := range s.perNodeKeys {
+			if values[j].present {
+				labels[k] = values[j].value
+			} else {
+				delete(labels, k)
+			}
+		}
+		if p.spec.NodeName != "" && p.spec.NodeName != name {
+			return p.group(SkipNodeName, nil)
+		}
+		if kind, ok := matchAffinity(&node, p.spec, p.affinity, &p.relaxed); !ok {
+			return p.group(kind, nil)
+		}
+		if !taintDecided {
+			if taint, untolerated := untoleratedTaint(node.Spec.Taints, p.tolerations); untolerated {
+				taintGroup = p.group(SkipTaint, taint)
+			}
+			taintDecided = true
+		}
+		return taintGroup
+	}
+	eligible := 0
+	// only collects, per group, the members judged one by one, in order.
+	var only map[int][]int32
+	judge := func(i int32) {
+		m := &class.members[i]
+		if g := decide(m.name, m.perNode); g >= 0 {
+			if only == nil {
+				only = map[int][]int32{}
+			}
+			only[g] = append(only[g], i)
+		} else {
+			eligible++
+		}
+	}
+	if specials, ok := q.named(s, class); ok {
+		generic := make([]perNodeValue, len(s.perNodeKeys))
+		for j := range generic {
+			generic[j] = perNodeValue{value: placeholder, present: q.referenced[j]}
+		}
+		if rest := len(class.members) - len(specials); rest > 0 {
+			if g := decide(placeholder, generic); g >= 0 {
+				p.addRun(g, nameRun{members: class.members, except: specials})
+			} else {
+				eligible += rest
+			}
+		}
+		for _, i := range specials {
+			judge(i)
+		}
+	} else {
+		for i := range class.members {
+			judge(int32(i))
+		}
+	}
+	for g, idx := range only {
+		p.addRun(g, nameRun{members: class.members, only: idx})
+	}
+	return eligible
+}
+
+// named returns, sorted, the indices of the class's members that q names by
+// name or by a per-node label value; false when the class must be judged
+// member by member (q.scan, or a member lacks a label q reads, which the
+// index cannot tell apart).
+func (q *identityQuery) named(s *NodeSnapshot, class *nodeClass) ([]int32, bool) {
+	if q.scan {
+		return nil, false
+	}
+	var out []int32
+	for j, ref := range q.referenced {
+		if ref && len(class.byValue[j]) < len(class.members) {
+			return nil, false
+		}
+	}
+	for _, name := range q.names {
+		if i, ok := class.find(name); ok {
+			out = append(out, int32(i))
+		}
+	}
+	for j, vs := range q.values {
+		for _, v := range vs {
+			for _, r := range class.withValue(j, v) {
+				if i, ok := class.find(r.name); ok {
+					out = append(out, int32(i))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), true
 }
 
 // placeOn decides one node: eligible, or why not. The relaxed affinity

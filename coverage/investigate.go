@@ -29,8 +29,8 @@ func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
 			skipped[n] = true
 		}
 	}
-	out := make([]string, 0, len(nodes.names)-len(skipped))
-	for _, n := range nodes.names { // already sorted
+	out := make([]string, 0, nodes.Len()-len(skipped))
+	for _, n := range nodes.Names() { // already sorted
 		if !skipped[n] {
 			out = append(out, n)
 		}

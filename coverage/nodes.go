@@ -15,33 +15,36 @@ import (
 // value (nearly) every node has its own of (kubernetes.io/hostname, and keys
 // like an instance ID). Predictions cost one check per class, not per node,
 // so a 5,000-node cluster of a few dozen node pools is as cheap as a small
-// one; only a DaemonSet that selects on a per-node label or a node name is
-// judged node by node. Build it with NewNodeSnapshot; share it freely.
+// one; a DaemonSet that selects on a per-node label or a node name finds the
+// nodes it names through each class's index and judges the rest of the class
+// once. Build it with NewNodeSnapshot, or keep it current node by node with a
+// NodeSet; share it freely.
 type NodeSnapshot struct {
-	classes []nodeClass
+	// classes are never modified once the snapshot is published: a NodeSet
+	// replaces the class a change touches and shares the others.
+	classes []*nodeClass
 	total   int
 	// perNodeKeys are the per-node label keys, sorted; members hold their
 	// values in this order.
 	perNodeKeys []string
-	// names are all node names, sorted, and classOf the class of each, so
-	// that a prediction lists skipped nodes in order without sorting them.
-	names   []string
-	classOf []int32
 }
 
 type nodeClass struct {
+	// key is the class's canonical encoding (writeClassKey).
+	key string
 	// node carries the class's shared labels and taints; Name and the
-	// hostname label are set per member only when a DaemonSet looks at them.
+	// per-node labels are set per member only when a DaemonSet looks at them.
 	node    corev1.Node
 	members []nodeMember // sorted by name
+	// byValue[j] lists the members that carry perNodeKeys[j], sorted by
+	// value then name: the index per-node selectors are answered from.
+	byValue [][]valueRef
 }
 
 type nodeMember struct {
 	name string
 	// perNode holds the member's values of NodeSnapshot.perNodeKeys.
 	perNode []perNodeValue
-	// pos is the member's index in NodeSnapshot.names.
-	pos int32
 }
 
 type perNodeValue struct {
@@ -49,6 +52,8 @@ type perNodeValue struct {
 	// present tells an absent label from an empty value.
 	present bool
 }
+
+type valueRef struct{ value, name string }
 
 // A label key is per-node when it has at least this many distinct values and
 // more than one per perNodeRatio nodes: splitting classes by it would make
@@ -91,55 +96,83 @@ func (s *NodeSnapshot) isPerNodeKey(k string) bool {
 func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 	s := &NodeSnapshot{total: len(nodes), perNodeKeys: perNodeKeysOf(nodes)}
 	index := map[string]int{}
-	var key strings.Builder
 	for _, n := range nodes {
-		key.Reset()
-		s.writeClassKey(&key, n)
-		i, ok := index[key.String()]
+		key := s.classKey(n)
+		i, ok := index[key]
 		if !ok {
 			i = len(s.classes)
-			index[key.String()] = i
-			labels := make(map[string]string, len(n.Labels))
-			for k, v := range n.Labels {
-				if !s.isPerNodeKey(k) {
-					labels[k] = v
-				}
-			}
-			s.classes = append(s.classes, nodeClass{node: corev1.Node{}})
-			c := &s.classes[i]
-			c.node.Labels = labels
-			c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
+			index[key] = i
+			s.classes = append(s.classes, s.newClass(key, n))
 		}
-		perNode := make([]perNodeValue, len(s.perNodeKeys))
-		for j, k := range s.perNodeKeys {
-			perNode[j].value, perNode[j].present = n.Labels[k]
-		}
-		s.classes[i].members = append(s.classes[i].members, nodeMember{name: n.Name, perNode: perNode})
+		c := s.classes[i]
+		c.members = append(c.members, s.memberOf(n))
 	}
-	for i := range s.classes {
-		m := s.classes[i].members
-		sort.Slice(m, func(a, b int) bool { return m[a].name < m[b].name })
-	}
-	// Number the nodes in name order once here, so that each prediction
-	// lists skipped nodes in order with one pass instead of a sort per request.
-	type ref struct{ class, member int32 }
-	refs := make([]ref, 0, len(nodes))
-	for i := range s.classes {
-		for j := range s.classes[i].members {
-			refs = append(refs, ref{int32(i), int32(j)})
-		}
-	}
-	name := func(r ref) string { return s.classes[r.class].members[r.member].name }
-	slices.SortStableFunc(refs, func(a, b ref) int { return strings.Compare(name(a), name(b)) })
-	s.names = make([]string, len(refs))
-	s.classOf = make([]int32, len(refs))
-	for p, r := range refs {
-		m := &s.classes[r.class].members[r.member]
-		m.pos = int32(p)
-		s.names[p] = m.name
-		s.classOf[p] = r.class
+	for _, c := range s.classes {
+		slices.SortFunc(c.members, func(a, b nodeMember) int { return strings.Compare(a.name, b.name) })
+		s.indexValues(c)
 	}
 	return s
+}
+
+// newClass returns an empty class with n's shared labels and taints (copies:
+// the snapshot must not change when the informer replaces n).
+func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
+	labels := make(map[string]string, len(n.Labels))
+	for k, v := range n.Labels {
+		if !s.isPerNodeKey(k) {
+			labels[k] = v
+		}
+	}
+	c := &nodeClass{key: key}
+	c.node.Labels = labels
+	c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
+	return c
+}
+
+func (s *NodeSnapshot) memberOf(n *corev1.Node) nodeMember {
+	m := nodeMember{name: n.Name, perNode: make([]perNodeValue, len(s.perNodeKeys))}
+	for j, k := range s.perNodeKeys {
+		m.perNode[j].value, m.perNode[j].present = n.Labels[k]
+	}
+	return m
+}
+
+// indexValues builds c.byValue from c.members.
+func (s *NodeSnapshot) indexValues(c *nodeClass) {
+	c.byValue = make([][]valueRef, len(s.perNodeKeys))
+	for j := range s.perNodeKeys {
+		refs := make([]valueRef, 0, len(c.members))
+		for _, m := range c.members {
+			if m.perNode[j].present {
+				refs = append(refs, valueRef{m.perNode[j].value, m.name})
+			}
+		}
+		slices.SortFunc(refs, compareRefs)
+		c.byValue[j] = refs
+	}
+}
+
+func compareRefs(a, b valueRef) int {
+	if c := strings.Compare(a.value, b.value); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// find returns the index of the member named name, and whether it exists.
+func (c *nodeClass) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(c.members, name, func(m nodeMember, n string) int { return strings.Compare(m.name, n) })
+}
+
+// withValue returns the names of the members whose perNodeKeys[j] is value.
+func (c *nodeClass) withValue(j int, value string) []valueRef {
+	refs := c.byValue[j]
+	lo, _ := slices.BinarySearchFunc(refs, value, func(r valueRef, v string) int { return strings.Compare(r.value, v) })
+	hi := lo
+	for hi < len(refs) && refs[hi].value == value {
+		hi++
+	}
+	return refs[lo:hi]
 }
 
 // StripNode returns a copy of n with only what the prediction reads: name,
@@ -157,10 +190,10 @@ func StripNode(n *corev1.Node) *corev1.Node {
 	}
 }
 
-// writeClassKey writes a canonical encoding of the node's labels (without
-// the per-node labels) and taints. Taint order is kept: the controller reports
+// classKey returns a canonical encoding of the node's labels (without the
+// per-node labels) and taints. Taint order is kept: the controller reports
 // the first untolerated taint, so order is part of what a class predicts.
-func (s *NodeSnapshot) writeClassKey(b *strings.Builder, n *corev1.Node) {
+func (s *NodeSnapshot) classKey(n *corev1.Node) string {
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
 		if !s.isPerNodeKey(k) {
@@ -168,6 +201,7 @@ func (s *NodeSnapshot) writeClassKey(b *strings.Builder, n *corev1.Node) {
 		}
 	}
 	sort.Strings(keys)
+	var b strings.Builder
 	for _, k := range keys {
 		b.WriteString(k)
 		b.WriteByte('=')
@@ -183,6 +217,7 @@ func (s *NodeSnapshot) writeClassKey(b *strings.Builder, n *corev1.Node) {
 		b.WriteString(string(t.Effect))
 		b.WriteByte(0)
 	}
+	return b.String()
 }
 
 // Len returns the number of nodes.
@@ -191,11 +226,20 @@ func (s *NodeSnapshot) Len() int { return s.total }
 // Classes returns the number of equivalence classes.
 func (s *NodeSnapshot) Classes() int { return len(s.classes) }
 
+// Names returns every node name, sorted.
+func (s *NodeSnapshot) Names() []string {
+	runs := make([]nameRun, len(s.classes))
+	for i, c := range s.classes {
+		runs[i] = nameRun{members: c.members}
+	}
+	return mergeRuns(runs, s.total)
+}
+
 // HasTaint reports whether any node carries a taint with this key and effect
 // (and value, when value is not empty).
 func (s *NodeSnapshot) HasTaint(key, value string, effect corev1.TaintEffect) bool {
-	for i := range s.classes {
-		for _, t := range s.classes[i].node.Spec.Taints {
+	for _, c := range s.classes {
+		for _, t := range c.node.Spec.Taints {
 			if t.Key == key && t.Effect == effect && (value == "" || t.Value == value) {
 				return true
 			}

@@ -1,0 +1,292 @@
+package coverage
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeSet keeps a NodeSnapshot current node by node, as a node informer
+// reports changes: a node's old class loses it and its new class gains it, and
+// the snapshot of the set is replaced by one that shares every other class
+// (copy on write), so a change costs the size of the two classes it touches,
+// not a rebuild, and readers of a published snapshot never need a lock.
+// A NodeSet is for one writer at a time.
+type NodeSet struct {
+	snap *NodeSnapshot
+	// classOf maps each node's name to its class key, index each class key
+	// to its position in snap.classes.
+	classOf map[string]string
+	index   map[string]int
+	// builtClasses is the class count at the last full build: when changes
+	// multiply the classes (a new label with a value per node), the set is
+	// rebuilt so that the label counts as per-node.
+	builtClasses int
+}
+
+// NewNodeSet returns a set holding nodes (see NewNodeSnapshot).
+func NewNodeSet(nodes []*corev1.Node) *NodeSet {
+	s := &NodeSet{}
+	s.build(NewNodeSnapshot(nodes))
+	return s
+}
+
+func (s *NodeSet) build(snap *NodeSnapshot) {
+	s.snap = snap
+	s.classOf = make(map[string]string, snap.total)
+	s.index = make(map[string]int, len(snap.classes))
+	for i, c := range snap.classes {
+		s.index[c.key] = i
+		for _, m := range c.members {
+			s.classOf[m.name] = c.key
+		}
+	}
+	s.builtClasses = len(snap.classes)
+}
+
+// Snapshot returns the current snapshot; later changes never modify it.
+func (s *NodeSet) Snapshot() *NodeSnapshot { return s.snap }
+
+// Apply adds the node or replaces the node of the same name. It returns the
+// classes the node left and joined ("" when it was not there before), and
+// whether anything a prediction reads changed; when nothing did, the
+// snapshot stays as it was.
+func (s *NodeSet) Apply(n *corev1.Node) (from, to string, changed bool) {
+	snap := s.snap
+	to = snap.classKey(n)
+	member := snap.memberOf(n)
+	from, known := s.classOf[n.Name]
+	if known && from == to {
+		c := snap.classes[s.index[from]]
+		if i, ok := c.find(n.Name); ok && slices.Equal(c.members[i].perNode, member.perNode) {
+			return from, to, false
+		}
+	}
+	next := &NodeSnapshot{classes: slices.Clone(snap.classes), total: snap.total, perNodeKeys: snap.perNodeKeys}
+	if known {
+		s.removeMember(next, from, n.Name)
+	} else {
+		next.total++
+	}
+	s.addMember(next, to, n, member)
+	s.classOf[n.Name] = to
+	s.publish(next)
+	return from, to, true
+}
+
+// Remove deletes the node named name. It returns the class it left and
+// whether it was there.
+func (s *NodeSet) Remove(name string) (from string, changed bool) {
+	from, known := s.classOf[name]
+	if !known {
+		return "", false
+	}
+	next := &NodeSnapshot{classes: slices.Clone(s.snap.classes), total: s.snap.total - 1, perNodeKeys: s.snap.perNodeKeys}
+	s.removeMember(next, from, name)
+	delete(s.classOf, name)
+	s.publish(next)
+	return from, true
+}
+
+// ClassNode returns the node the class with this key stands for (its shared
+// labels and taints, no name), or nil when the current snapshot has no such
+// class. Keys come from Apply and Remove.
+func (s *NodeSet) ClassNode(key string) *corev1.Node {
+	if i, ok := s.index[key]; ok {
+		return &s.snap.classes[i].node
+	}
+	return nil
+}
+
+func (s *NodeSet) removeMember(next *NodeSnapshot, key, name string) {
+	i := s.index[key]
+	old := next.classes[i]
+	at, ok := old.find(name)
+	if !ok {
+		return
+	}
+	if len(old.members) == 1 {
+		// The class is gone: the last class takes its place.
+		last := len(next.classes) - 1
+		moved := next.classes[last]
+		next.classes[i] = moved
+		next.classes = next.classes[:last]
+		delete(s.index, key)
+		if i != last {
+			s.index[moved.key] = i
+		}
+		return
+	}
+	c := &nodeClass{key: old.key, node: old.node, members: slices.Delete(slices.Clone(old.members), at, at+1)}
+	c.byValue = make([][]valueRef, len(old.byValue))
+	for j, refs := range old.byValue {
+		m := old.members[at]
+		if !m.perNode[j].present {
+			c.byValue[j] = refs
+			continue
+		}
+		k, _ := slices.BinarySearchFunc(refs, valueRef{m.perNode[j].value, name}, compareRefs)
+		c.byValue[j] = slices.Delete(slices.Clone(refs), k, k+1)
+	}
+	next.classes[i] = c
+}
+
+func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, m nodeMember) {
+	i, ok := s.index[key]
+	if !ok {
+		c := next.newClass(key, n)
+		c.members = []nodeMember{m}
+		next.indexValues(c)
+		s.index[key] = len(next.classes)
+		next.classes = append(next.classes, c)
+		return
+	}
+	old := next.classes[i]
+	at, _ := old.find(m.name)
+	c := &nodeClass{key: old.key, node: old.node, members: slices.Insert(slices.Clone(old.members), at, m)}
+	c.byValue = make([][]valueRef, len(old.byValue))
+	for j, refs := range old.byValue {
+		if !m.perNode[j].present {
+			c.byValue[j] = refs
+			continue
+		}
+		ref := valueRef{m.perNode[j].value, m.name}
+		k, _ := slices.BinarySearchFunc(refs, ref, compareRefs)
+		c.byValue[j] = slices.Insert(slices.Clone(refs), k, ref)
+	}
+	next.classes[i] = c
+}
+
+func (s *NodeSet) publish(next *NodeSnapshot) {
+	if n := len(next.classes); n > 2*max(s.builtClasses, perNodeMinValues) {
+		s.build(NewNodeSnapshot(next.nodes()))
+		return
+	}
+	s.snap = next
+}
+
+// nodes returns the snapshot's nodes as NewNodeSnapshot reads them.
+func (s *NodeSnapshot) nodes() []*corev1.Node {
+	out := make([]*corev1.Node, 0, s.total)
+	for _, c := range s.classes {
+		for _, m := range c.members {
+			n := &corev1.Node{}
+			n.Name = m.name
+			n.Spec.Taints = c.node.Spec.Taints
+			n.Labels = make(map[string]string, len(c.node.Labels)+len(m.perNode))
+			for k, v := range c.node.Labels {
+				n.Labels[k] = v
+			}
+			for j, k := range s.perNodeKeys {
+				if m.perNode[j].present {
+					n.Labels[k] = m.perNode[j].value
+				}
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nameRun is a sorted run of node names: the members of one class, only
+// those at the indices of only, or all but those at the indices of except
+// (both sorted).
+type nameRun struct {
+	members      []nodeMember
+	only, except []int32
+}
+
+func (r *nameRun) len() int {
+	switch {
+	case r.only != nil:
+		return len(r.only)
+	default:
+		return len(r.members) - len(r.except)
+	}
+}
+
+// runCursor walks a nameRun.
+type runCursor struct {
+	run     *nameRun
+	i, skip int
+	name    string
+}
+
+// advance moves to the next name; false at the end.
+func (c *runCursor) advance() bool {
+	r := c.run
+	if r.only != nil {
+		if c.i >= len(r.only) {
+			return false
+		}
+		c.name = r.members[r.only[c.i]].name
+		c.i++
+		return true
+	}
+	for c.skip < len(r.except) && int(r.except[c.skip]) == c.i {
+		c.i++
+		c.skip++
+	}
+	if c.i >= len(r.members) {
+		return false
+	}
+	c.name = r.members[c.i].name
+	c.i++
+	return true
+}
+
+// mergeRuns returns the names of runs in order; size is their total. A
+// binary heap of cursors, written out rather than through container/heap:
+// this is the inner loop of every prediction that skips many nodes.
+func mergeRuns(runs []nameRun, size int) []string {
+	out := make([]string, 0, size)
+	cursors := make([]runCursor, len(runs))
+	h := make([]*runCursor, 0, len(runs))
+	for i := range runs {
+		c := &cursors[i]
+		c.run = &runs[i]
+		if c.advance() {
+			h = append(h, c)
+		}
+	}
+	switch len(h) {
+	case 0:
+		return out
+	case 1:
+		for c := h[0]; ; {
+			out = append(out, c.name)
+			if !c.advance() {
+				return out
+			}
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for len(h) > 0 {
+		out = append(out, h[0].name)
+		if !h[0].advance() {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		siftDown(h, 0)
+	}
+	return out
+}
+
+func siftDown(h []*runCursor, i int) {
+	for {
+		least := i
+		if l := 2*i + 1; l < len(h) && h[l].name < h[least].name {
+			least = l
+		}
+		if r := 2*i + 2; r < len(h) && h[r].name < h[least].name {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}

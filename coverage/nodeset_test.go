@@ -1,0 +1,229 @@
+package coverage
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/dsguard/dsguard/internal/testobj"
+)
+
+// referenceCoverage is the prediction done the plain way, node by node with
+// no classes and no index: what Predict must always agree with.
+func referenceCoverage(ds *appsv1.DaemonSet, nodes []*corev1.Node) Coverage {
+	spec := &ds.Spec.Template.Spec
+	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
+	relaxed := withoutOSArch(spec)
+	tolerations := daemonTolerations(spec)
+	cov := Coverage{Total: len(nodes)}
+	groups := map[string]*Skip{}
+	skip := func(kind SkipKind, taint *corev1.Taint, name string) {
+		key := string(kind)
+		if taint != nil {
+			key += taint.ToString()
+		}
+		s, ok := groups[key]
+		if !ok {
+			s = &Skip{Kind: kind}
+			if taint != nil {
+				s.Taint, s.Transient = *taint, transientTaints[taint.Key]
+			}
+			groups[key] = s
+		}
+		s.Nodes = append(s.Nodes, name)
+	}
+	for _, n := range nodes {
+		switch {
+		case spec.NodeName != "" && spec.NodeName != n.Name:
+			skip(SkipNodeName, nil, n.Name)
+		case !must(affinity.Match(n)) && must(relaxed.Match(n)):
+			skip(SkipOSArch, nil, n.Name)
+		case !must(affinity.Match(n)):
+			skip(SkipSelector, nil, n.Name)
+		default:
+			if taint, untolerated := untoleratedTaint(n.Spec.Taints, tolerations); untolerated {
+				skip(SkipTaint, taint, n.Name)
+			} else {
+				cov.Eligible++
+			}
+		}
+	}
+	for _, s := range groups {
+		sort.Strings(s.Nodes)
+		cov.Skips = append(cov.Skips, *s)
+	}
+	sort.Slice(cov.Skips, func(a, b int) bool {
+		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
+			return len(cov.Skips[a].Nodes) > len(cov.Skips[b].Nodes)
+		}
+		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
+	})
+	return cov
+}
+
+func must(ok bool, _ error) bool { return ok }
+
+// randomNode makes a node of a small random cluster: a few pools and taints,
+// a hostname that is usually the name, sometimes missing, an instance ID on
+// most nodes (per-node once there are enough of them).
+func randomNode(r *rand.Rand, i int) *corev1.Node {
+	name := fmt.Sprintf("n-%03d", i)
+	labels := map[string]string{
+		corev1.LabelOSStable: []string{"linux", "linux", "windows"}[r.IntN(3)],
+		"pool":               fmt.Sprintf("p%d", r.IntN(4)),
+	}
+	switch r.IntN(10) {
+	case 0: // no hostname label
+	case 1:
+		labels[corev1.LabelHostname] = "other-" + name
+	default:
+		labels[corev1.LabelHostname] = name
+	}
+	if r.IntN(8) != 0 {
+		labels["example.com/instance-id"] = fmt.Sprintf("i-%d", r.IntN(1000))
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	for _, t := range []corev1.Taint{testobj.NoSchedule("gpu"), testobj.NoExecute(corev1.TaintNodeNotReady), testobj.TaintOf("dedicated", "infra", corev1.TaintEffectNoSchedule)} {
+		if r.IntN(4) == 0 {
+			n.Spec.Taints = append(n.Spec.Taints, t)
+		}
+	}
+	return n
+}
+
+// randomDaemonSets judge the nodes by hostname, name, instance ID, pool and
+// OS, with and without tolerations.
+func randomDaemonSets(r *rand.Rand, names int) []*appsv1.DaemonSet {
+	pick := func() string { return fmt.Sprintf("n-%03d", r.IntN(names+2)) }
+	return []*appsv1.DaemonSet{
+		testobj.DS(),
+		testobj.DS(testobj.WithNodeSelector(map[string]string{corev1.LabelOSStable: "linux"})),
+		testobj.DS(testobj.WithNodeSelector(map[string]string{corev1.LabelHostname: pick()})),
+		testobj.DS(testobj.WithNodeName(pick()), testobj.WithTolerations(corev1.Toleration{Operator: corev1.TolerationOpExists})),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq(corev1.LabelHostname, corev1.NodeSelectorOpNotIn, pick(), pick())))),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq(corev1.LabelHostname, corev1.NodeSelectorOpIn, pick(), "other-"+pick())),
+			testobj.NodeTerm(testobj.NodeReq("pool", corev1.NodeSelectorOpIn, "p1")))),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq(corev1.LabelHostname, corev1.NodeSelectorOpExists),
+			testobj.NodeReq(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux")))),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq("example.com/instance-id", corev1.NodeSelectorOpDoesNotExist)))),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq("example.com/instance-id", corev1.NodeSelectorOpIn,
+			fmt.Sprintf("i-%d", r.IntN(1000)), fmt.Sprintf("i-%d", r.IntN(1000)))))),
+		testobj.DS(testobj.WithRequiredNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{pick(), pick()}}}}),
+			testobj.WithTolerations(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})),
+		testobj.DS(testobj.WithRequiredNodeAffinity(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpNotIn, Values: []string{pick()}}}})),
+		testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq("example.com/instance-id", corev1.NodeSelectorOpGt, "500")))),
+	}
+}
+
+func assertSameCoverage(t *testing.T, what string, got, want Coverage) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %s\n want %s", what, describeCoverage(got), describeCoverage(want))
+	}
+}
+
+// TestPredict_MatchesNodeByNode: classes, the per-node index and the
+// stand-in for unnamed members give the same answer as judging every node.
+func TestPredict_MatchesNodeByNode(t *testing.T) {
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		var nodes []*corev1.Node
+		for i := range 1 + r.IntN(300) {
+			nodes = append(nodes, randomNode(r, i))
+		}
+		snap := NewNodeSnapshot(nodes)
+		for i, ds := range randomDaemonSets(r, len(nodes)) {
+			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d", seed, i), Predict(ds, snap), referenceCoverage(ds, nodes))
+		}
+	}
+}
+
+// TestNodeSet_ChangesMatchARebuild: after any sequence of adds, changes and
+// deletes, the updated snapshot predicts what a fresh one does, and every
+// snapshot handed out before stays as it was.
+func TestNodeSet_ChangesMatchARebuild(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		live := map[string]*corev1.Node{}
+		var initial []*corev1.Node
+		for i := range r.IntN(200) {
+			n := randomNode(r, i)
+			initial = append(initial, n)
+			live[n.Name] = n
+		}
+		set := NewNodeSet(initial)
+		type held struct {
+			snap  *NodeSnapshot
+			nodes []*corev1.Node
+		}
+		var old []held
+		for step := range 300 {
+			i := r.IntN(260)
+			name := fmt.Sprintf("n-%03d", i)
+			if _, ok := live[name]; ok && r.IntN(3) == 0 {
+				_, changed := set.Remove(name)
+				if !changed {
+					t.Fatalf("seed %d step %d: removing %s changed nothing", seed, step, name)
+				}
+				delete(live, name)
+			} else {
+				n := randomNode(r, i)
+				prev, existed := live[name]
+				_, _, changed := set.Apply(n)
+				live[name] = n
+				if existed && changed == (reflect.DeepEqual(prev.Labels, n.Labels) && slices.Equal(prev.Spec.Taints, n.Spec.Taints)) {
+					t.Fatalf("seed %d step %d: Apply(%s) changed = %v", seed, step, name, changed)
+				}
+			}
+			if step%50 == 0 {
+				old = append(old, held{set.Snapshot(), nodeList(live)})
+			}
+		}
+		nodes := nodeList(live)
+		fresh := NewNodeSnapshot(nodes)
+		if set.Snapshot().Len() != len(nodes) {
+			t.Fatalf("seed %d: Len() = %d, want %d", seed, set.Snapshot().Len(), len(nodes))
+		}
+		if got := set.Snapshot().Names(); !slices.Equal(got, fresh.Names()) {
+			t.Fatalf("seed %d: Names() = %v, want %v", seed, got, fresh.Names())
+		}
+		for i, ds := range randomDaemonSets(r, 260) {
+			want := referenceCoverage(ds, nodes)
+			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, updated", seed, i), Predict(ds, set.Snapshot()), want)
+			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, rebuilt", seed, i), Predict(ds, fresh), want)
+			for k, h := range old {
+				assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, snapshot %d held", seed, i, k),
+					Predict(ds, h.snap), referenceCoverage(ds, h.nodes))
+			}
+		}
+	}
+}
+
+func nodeList(m map[string]*corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(m))
+	for _, n := range m {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *corev1.Node) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
