@@ -205,7 +205,9 @@ func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
 	return len(p.groups) - 1
 }
 
-func (p *predictor) add(kind SkipKind, taint *corev1.Taint, run nameRun) { p.addRun(p.group(kind, taint), run) }
+func (p *predictor) add(kind SkipKind, taint *corev1.Taint, run nameRun) {
+	p.addRun(p.group(kind, taint), run)
+}
 
 func (p *predictor) addRun(g int, run nameRun) {
 	grp := &p.groups[g]
