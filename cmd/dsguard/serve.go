@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,6 +120,12 @@ func newServeCommand() *cobra.Command {
 func runServe(o *serveOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("serve")
+	if limit, ok, err := softMemoryLimit(os.Getenv); err != nil {
+		log.Error(err, "memory limit")
+	} else if ok {
+		debug.SetMemoryLimit(limit)
+		log.Info("Go soft memory limit set from the container's", "bytes", limit, "percent", memoryLimitPercent)
+	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
