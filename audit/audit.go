@@ -38,13 +38,8 @@ type GapClock map[types.NamespacedName]time.Time
 func (g GapClock) Observe(dss []*appsv1.DaemonSet, now time.Time) {
 	seen := make(map[types.NamespacedName]bool, len(dss))
 	for _, ds := range dss {
-		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		seen[key] = true
-		if ds.Status.NumberReady >= ds.Status.DesiredNumberScheduled {
-			delete(g, key)
-		} else if _, ok := g[key]; !ok {
-			g[key] = now
-		}
+		seen[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = true
+		g.Track(ds, now)
 	}
 	for key := range g {
 		if !seen[key] {
@@ -52,6 +47,21 @@ func (g GapClock) Observe(dss []*appsv1.DaemonSet, now time.Time) {
 		}
 	}
 }
+
+// Track updates the clock for one DaemonSet seen now: a new gap starts at
+// now, a closed gap is forgotten. A watching caller that audits DaemonSets
+// one at a time calls Forget when one goes away.
+func (g GapClock) Track(ds *appsv1.DaemonSet, now time.Time) {
+	key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+	if ds.Status.NumberReady >= ds.Status.DesiredNumberScheduled {
+		delete(g, key)
+	} else if _, ok := g[key]; !ok {
+		g[key] = now
+	}
+}
+
+// Forget drops a DaemonSet that is gone.
+func (g GapClock) Forget(key types.NamespacedName) { delete(g, key) }
 
 // Entry is the audit of one DaemonSet.
 type Entry struct {

@@ -2,17 +2,22 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,12 +27,17 @@ import (
 )
 
 // Auditor is the leader-elected loop that keeps watching coverage after
-// admission: when nodes join, leave or change, when a DaemonSet changes, and
-// every Interval, it re-predicts each DaemonSet's coverage and re-reads its
+// admission. It is a rate-limited work queue keyed by DaemonSet: a DaemonSet
+// change re-audits that DaemonSet; a node change re-audits only the
+// DaemonSets whose placement on that node it changes; every Interval, all
+// of them are re-audited, so that a gap turns persistent and a policy change
+// is seen. Auditing one DaemonSet re-predicts its coverage and re-reads its
 // status counters. It emits Events on changes only (CoverageReduced,
 // CoverageGap, PersistentGap, Misscheduled, CoverageRestored,
 // PolicyViolation) and keeps per-DaemonSet gauges current. Only the leader
-// runs it, so Events are not duplicated across replicas.
+// runs it, so Events are not duplicated across replicas; a new leader
+// records the state of the DaemonSets it finds without Events, so a failover
+// does not repeat them.
 type Auditor struct {
 	Cache cache.Cache
 	// Pods lists the Pods of one DaemonSet on demand (an uncached reader):
@@ -44,12 +54,21 @@ type Auditor struct {
 	Interval time.Duration
 	// Window is how long a gap lasts before it is persistent.
 	Window time.Duration
-	// Reports publishes each pass as OpenReports Reports; nil skips them.
+	// Reports publishes the audit as OpenReports Reports; nil skips them.
 	Reports *ReportWriter
 	Now     func() time.Time
 
+	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// seen, gapClock and quiet belong to the worker goroutine.
 	seen     map[types.NamespacedName]*auditMemory
 	gapClock GapClock
+	// quiet holds the DaemonSets present when this replica became leader:
+	// their first audit records their state without Events.
+	quiet map[types.NamespacedName]bool
+
+	mu           sync.Mutex
+	nodeChanges  []clusterview.NodeChange
+	nodesChanged chan struct{}
 }
 
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
@@ -99,87 +118,228 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (a *Auditor) NeedLeaderElection() bool { return true }
 
+// reportFlushEvery bounds how long a changed Report waits while the queue
+// never runs empty.
+const reportFlushEvery = 2 * time.Second
+
 // Start implements manager.Runnable.
 func (a *Auditor) Start(ctx context.Context) error {
 	a.seen = map[types.NamespacedName]*auditMemory{}
 	a.gapClock = GapClock{}
+	a.quiet = map[types.NamespacedName]bool{}
+	a.nodesChanged = make(chan struct{}, 1)
 	if a.Now == nil {
 		a.Now = time.Now
 	}
 	if a.Interval == 0 {
 		a.Interval = 30 * time.Second
 	}
-	dsChanged, err := clusterview.WatchChanges(ctx, a.Cache, &appsv1.DaemonSet{})
+	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dsguard_audit"})
+	defer a.queue.ShutDown()
+
+	inf, err := a.Cache.GetInformer(ctx, &appsv1.DaemonSet{})
 	if err != nil {
 		return fmt.Errorf("DaemonSet informer: %w", err)
 	}
-	nodesChanged := a.Nodes.Subscribe()
+	enqueue := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if ds, ok := obj.(*appsv1.DaemonSet); ok && ds.Namespace != a.OwnNamespace {
+			a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			// A resync delivers the same object again: nothing changed.
+			if o, ok := oldObj.(*appsv1.DaemonSet); ok && o.ResourceVersion == newObj.(*appsv1.DaemonSet).ResourceVersion {
+				return
+			}
+			enqueue(newObj)
+		},
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("DaemonSet informer: %w", err)
+	}
+	a.Nodes.OnChange(func(c clusterview.NodeChange) {
+		a.mu.Lock()
+		a.nodeChanges = append(a.nodeChanges, c)
+		a.mu.Unlock()
+		notify(a.nodesChanged)
+	})
 	if !a.Cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
 	}
+	// The first pass after the election: every DaemonSet, recorded quietly.
+	dss, err := a.daemonSets(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ds := range dss {
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		a.quiet[key] = true
+		a.queue.Add(key)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		lastFlush := time.Now()
+		for a.processNext(ctx) {
+			if a.queue.Len() == 0 || time.Since(lastFlush) > reportFlushEvery {
+				a.flushReports(ctx)
+				lastFlush = time.Now()
+			}
+		}
+	})
+
 	tick := time.NewTicker(a.Interval)
 	defer tick.Stop()
+	// The policy is checked often and cheaply: a new generation re-audits
+	// every DaemonSet, since any rule may judge them differently.
+	policyTick := time.NewTicker(time.Second)
+	defer policyTick.Stop()
+	var generation int64
+	if p := a.Source.Current(); p != nil {
+		generation = p.Generation
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-nodesChanged:
 		case <-tick.C:
-		case <-dsChanged:
-			// Status updates arrive in bursts during rollouts; settle briefly.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(200 * time.Millisecond):
+			a.enqueueAll(ctx)
+		case <-policyTick.C:
+			if p := a.Source.Current(); p != nil && p.Generation != generation {
+				generation = p.Generation
+				a.enqueueAll(ctx)
 			}
-		}
-		if err := a.audit(ctx); err != nil {
-			a.Log.Error(err, "audit pass")
+		case <-a.nodesChanged:
+			a.enqueueForNodes(ctx)
 		}
 	}
 }
 
-func (a *Auditor) audit(ctx context.Context) error {
+// daemonSets lists the audited DaemonSets from the cache.
+func (a *Auditor) daemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
+	var list appsv1.DaemonSetList
+	if err := a.Cache.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := make([]*appsv1.DaemonSet, 0, len(list.Items))
+	for i := range list.Items {
+		if ds := &list.Items[i]; ds.Namespace != a.OwnNamespace {
+			out = append(out, ds)
+		}
+	}
+	return out, nil
+}
+
+func (a *Auditor) enqueueAll(ctx context.Context) {
+	dss, err := a.daemonSets(ctx)
+	if err != nil {
+		a.Log.Error(err, "listing DaemonSets")
+		return
+	}
+	for _, ds := range dss {
+		a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+	}
+}
+
+// enqueueForNodes takes the node changes so far and enqueues each DaemonSet
+// whose placement on a changed node differs before and after the change. A
+// node added or deleted changes every DaemonSet's counts.
+func (a *Auditor) enqueueForNodes(ctx context.Context) {
+	a.mu.Lock()
+	changes := a.nodeChanges
+	a.nodeChanges = nil
+	a.mu.Unlock()
+	if len(changes) == 0 {
+		return
+	}
+	dss, err := a.daemonSets(ctx)
+	if err != nil {
+		a.Log.Error(err, "listing DaemonSets")
+		return
+	}
+	for _, ds := range dss {
+		for _, c := range changes {
+			if c.Old == nil || c.New == nil || coverage.NodePlacement(ds, c.Old) != coverage.NodePlacement(ds, c.New) {
+				a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+				break
+			}
+		}
+	}
+}
+
+// processNext audits the next DaemonSet of the queue; false once the queue
+// shuts down.
+func (a *Auditor) processNext(ctx context.Context) bool {
+	key, shutdown := a.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer a.queue.Done(key)
+	if err := a.audit(ctx, key); err != nil {
+		a.Log.Error(err, "auditing a DaemonSet", "daemonset", key)
+		a.queue.AddRateLimited(key)
+		return true
+	}
+	a.queue.Forget(key)
+	return true
+}
+
+// errNotReady retries a DaemonSet while the nodes or the policy are unknown.
+var errNotReady = errors.New("the node view or the policy is not ready yet")
+
+// audit audits one DaemonSet, or forgets it when it is gone.
+func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 	snap := a.Nodes.Snapshot()
 	active := a.Source.Current()
 	if snap == nil || active == nil {
+		return errNotReady
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := a.Cache.Get(ctx, key, ds); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		ds = nil
+	}
+	if ds == nil || ds.DeletionTimestamp != nil {
+		delete(a.seen, key)
+		delete(a.quiet, key)
+		a.gapClock.Forget(key)
+		a.forget(key)
+		if a.Reports != nil {
+			a.Reports.Remove(key)
+		}
 		return nil
 	}
-	var list appsv1.DaemonSetList
-	if err := a.Cache.List(ctx, &list); err != nil {
-		return err
-	}
 	now := a.Now()
-	dss := make([]*appsv1.DaemonSet, 0, len(list.Items))
-	present := map[types.NamespacedName]bool{}
-	for i := range list.Items {
-		ds := &list.Items[i]
-		if ds.Namespace == a.OwnNamespace || ds.DeletionTimestamp != nil {
-			continue
-		}
-		present[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = true
-		dss = append(dss, ds)
-	}
-	a.gapClock.Observe(dss, now)
-	entries := Run(Input{DaemonSets: dss, Nodes: snap, Policy: active.Policy, Now: now,
-		GapSince: a.gapClock, Window: a.Window})
-	for i := range entries {
-		a.observe(ctx, &entries[i], snap)
-	}
+	a.gapClock.Track(ds, now)
+	entries := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: snap, Policy: active.Policy,
+		Now: now, GapSince: a.gapClock, Window: a.Window})
+	quiet := a.quiet[key]
+	delete(a.quiet, key)
+	a.observe(ctx, &entries[0], snap, quiet)
 	if a.Reports != nil {
-		a.Reports.Write(ctx, entries, now)
-	}
-	for key := range a.seen {
-		if !present[key] {
-			delete(a.seen, key)
-			a.forget(key)
-		}
+		a.Reports.Set(&entries[0])
 	}
 	return nil
 }
 
+func (a *Auditor) flushReports(ctx context.Context) {
+	if a.Reports != nil {
+		a.Reports.Flush(ctx, a.Now())
+	}
+}
+
 // observe compares one DaemonSet with what was seen before and reports changes.
-func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnapshot) {
+// quiet records the state without Events (the first audit after an election).
+func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnapshot, quiet bool) {
 	key := e.Key()
 	ds := e.DaemonSet
 	mem, known := a.seen[key]
@@ -188,6 +348,12 @@ func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnap
 		a.seen[key] = mem
 	}
 	a.record(e)
+	if quiet && !known {
+		mem.gaps = countedGaps(&e.Coverage)
+		mem.state = e.Status.State
+		mem.violations = violations(e.Findings)
+		return
+	}
 
 	// Coverage got worse: a node joined or changed and is now skipped.
 	gaps := countedGaps(&e.Coverage)
@@ -355,4 +521,12 @@ func (a *Auditor) forget(key types.NamespacedName) {
 	a.Metrics.Eligible.DeletePartialMatch(labels)
 	a.Metrics.Counters.DeletePartialMatch(labels)
 	a.Metrics.State.DeletePartialMatch(labels)
+}
+
+// notify sends without blocking; one pending notification is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

@@ -4,34 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/coverage"
 )
 
-// NodeView keeps a precomputed coverage.NodeSnapshot of the cluster's nodes,
-// rebuilt shortly after any node changes. The request path only loads a
+// NodeView keeps the current coverage.NodeSnapshot of the cluster's nodes. It
+// applies each node change as the informer reports it, to the node's old and
+// new class only (coverage.NodeSet), and ignores updates that change nothing a
+// prediction reads: kubelet heartbeats, conditions and annotations, which are
+// most Node updates, cost a comparison. The request path only loads a
 // pointer; a replica that has not seen the nodes yet is not ready, so it never
 // judges coverage on an empty cluster.
 type NodeView struct {
 	Cache cache.Cache
 	Log   logr.Logger
-	// Debounce batches bursts of node events (a node pool scaling up) into
-	// one rebuild.
-	Debounce time.Duration
 
 	snapshot atomic.Pointer[coverage.NodeSnapshot]
+	// mu orders changes: the informer delivers them from one goroutine,
+	// but the first full build runs in Start.
 	mu       sync.Mutex
-	subs     []chan struct{}
+	set      *coverage.NodeSet
+	handlers []func(NodeChange)
+}
+
+// NodeChange is one node change, as the view applied it.
+type NodeChange struct {
+	// Old is the node before the change, nil when it was added; New is the
+	// node after it, nil when it was deleted. Both are as the informer's
+	// cache keeps them (stripped, see StripNode) and must not be modified.
+	Old, New *corev1.Node
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every
@@ -41,14 +52,13 @@ func (v *NodeView) NeedLeaderElection() bool { return false }
 // Snapshot returns the current snapshot, or nil before the first sync.
 func (v *NodeView) Snapshot() *coverage.NodeSnapshot { return v.snapshot.Load() }
 
-// Subscribe returns a channel that receives a value after every rebuild.
-// Sends never block: a slow reader sees one pending notification.
-func (v *NodeView) Subscribe() <-chan struct{} {
+// OnChange registers f to be called with every change the view applies, after
+// the snapshot reflects it, in order. f runs on the informer's goroutine: it
+// must return quickly (hand the change to a queue).
+func (v *NodeView) OnChange(f func(NodeChange)) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	ch := make(chan struct{}, 1)
-	v.subs = append(v.subs, ch)
-	return ch
+	v.handlers = append(v.handlers, f)
 }
 
 // ReadyCheck is a healthz checker: ready once the nodes have been seen.
@@ -61,39 +71,41 @@ func (v *NodeView) ReadyCheck(_ *http.Request) error {
 
 // Start implements manager.Runnable.
 func (v *NodeView) Start(ctx context.Context) error {
-	changed, err := WatchChanges(ctx, v.Cache, &corev1.Node{})
+	inf, err := v.Cache.GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("node informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				v.apply(nil, n)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 && PredictionInputsChanged(old, n) {
+				v.apply(old, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				v.apply(n, nil)
+			}
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
 	if !v.Cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
 	}
-	if err := v.rebuild(ctx); err != nil {
-		return err
-	}
-	debounce := v.Debounce
-	if debounce == 0 {
-		debounce = 100 * time.Millisecond
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		}
-		// Let a burst settle, then rebuild once.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(debounce):
-		}
-		if err := v.rebuild(ctx); err != nil {
-			v.Log.Error(err, "rebuilding the node view")
-		}
-	}
-}
-
-func (v *NodeView) rebuild(ctx context.Context) error {
+	// One full build from the synced cache; changes before it are in the
+	// list (the cache is updated before handlers hear of a change), changes
+	// after it are applied one by one, and applying one twice is a no-op.
 	var list corev1.NodeList
 	if err := v.Cache.List(ctx, &list); err != nil {
 		return err
@@ -102,40 +114,59 @@ func (v *NodeView) rebuild(ctx context.Context) error {
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
 	}
-	snap := coverage.NewNodeSnapshot(nodes)
-	v.snapshot.Store(snap)
-	v.Log.V(1).Info("node view rebuilt", "nodes", snap.Len(), "classes", snap.Classes())
 	v.mu.Lock()
-	for _, ch := range v.subs {
-		notify(ch)
-	}
+	v.set = coverage.NewNodeSet(nodes)
+	snap := v.set.Snapshot()
+	v.snapshot.Store(snap)
 	v.mu.Unlock()
+	v.Log.Info("node view built", "nodes", snap.Len(), "classes", snap.Classes())
+	<-ctx.Done()
 	return nil
 }
 
-// WatchChanges returns a channel that receives a value whenever an object of
-// obj's kind is added, updated or deleted in c. Events coalesce: the reader
-// rebuilds from the cache, so it needs to know "something changed", not what.
-func WatchChanges(ctx context.Context, c cache.Cache, obj client.Object) (<-chan struct{}, error) {
-	inf, err := c.GetInformer(ctx, obj)
-	if err != nil {
-		return nil, err
+// apply applies one change once the first build is done (before it, the
+// build's list holds the change).
+func (v *NodeView) apply(old, n *corev1.Node) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.set == nil {
+		return
 	}
-	changed := make(chan struct{}, 1)
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify(changed) },
-		UpdateFunc: func(_, _ any) { notify(changed) },
-		DeleteFunc: func(any) { notify(changed) },
-	})
-	return changed, err
+	var changed bool
+	if n == nil {
+		_, changed = v.set.Remove(old.Name)
+	} else {
+		_, _, changed = v.set.Apply(n)
+	}
+	if !changed {
+		return
+	}
+	snap := v.set.Snapshot()
+	v.snapshot.Store(snap)
+	if log := v.Log.V(1); log.Enabled() {
+		name := ""
+		if n != nil {
+			name = n.Name
+		} else {
+			name = old.Name
+		}
+		log.Info("node view updated", "node", name, "deleted", n == nil, "nodes", snap.Len(), "classes", snap.Classes())
+	}
+	for _, f := range v.handlers {
+		f(NodeChange{Old: old, New: n})
+	}
 }
 
-// notify sends without blocking; one pending notification is enough.
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+// PredictionInputsChanged reports whether an update changed anything a
+// coverage prediction reads: labels, taints or the cordon.
+func PredictionInputsChanged(old, n *corev1.Node) bool {
+	return old.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!maps.Equal(old.Labels, n.Labels) ||
+		!slices.EqualFunc(old.Spec.Taints, n.Spec.Taints, func(a, b corev1.Taint) bool {
+			// TimeAdded is when the node lifecycle controller added a
+			// NoExecute taint: no part of a prediction.
+			return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect
+		})
 }
 
 // StripNode is the node informer's cache transform (see coverage.StripNode).

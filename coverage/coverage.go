@@ -171,6 +171,39 @@ func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	return cov
 }
 
+// Placement is the controller's decision for one DaemonSet on one node.
+type Placement struct {
+	Eligible bool
+	// Kind and Taint say why the node is skipped, when it is.
+	Kind  SkipKind
+	Taint corev1.Taint
+}
+
+// NodePlacement decides ds on one node as PredictCoverage decides each node;
+// a nil node (one that is not there) gets the zero Placement. Comparing a
+// node's placement before and after a change tells whether the change can
+// alter the DaemonSet's coverage.
+func NodePlacement(ds *appsv1.DaemonSet, node *corev1.Node) Placement {
+	if node == nil {
+		return Placement{}
+	}
+	spec := &ds.Spec.Template.Spec
+	if spec.NodeName != "" && spec.NodeName != node.Name {
+		return Placement{Kind: SkipNodeName}
+	}
+	var relaxed *nodeaffinity.RequiredNodeAffinity
+	kind, taint, ok := placeOn(node, spec, nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity), &relaxed,
+		daemonTolerations(spec))
+	if ok {
+		return Placement{Eligible: true}
+	}
+	p := Placement{Kind: kind}
+	if taint != nil {
+		p.Taint = corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: taint.Effect}
+	}
+	return p
+}
+
 // predictor gathers one prediction's skipped nodes by reason, as runs of
 // class members that are merged into sorted name lists at the end.
 type predictor struct {
