@@ -218,6 +218,7 @@ type paced struct {
 func pace(ctx context.Context, rate float64, d time.Duration, workers int, job func(context.Context, int) error) paced {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	jobs := make(chan int, workers)
 	var done, failed atomic.Int64
 	var errOnce sync.Once
@@ -227,7 +228,7 @@ func pace(ctx context.Context, rate float64, d time.Duration, workers int, job f
 		wg.Go(func() {
 			for i := range jobs {
 				if err := job(ctx, i); err != nil {
-					if ctx.Err() != nil {
+					if ctx.Err() != nil || time.Until(deadline) < time.Second {
 						continue // cut off by the end of the window
 					}
 					failed.Add(1)
