@@ -150,7 +150,7 @@ func (a *Auditor) Start(ctx context.Context) error {
 			a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(oldObj, newObj any) {
 			// A resync delivers the same object again: nothing changed.
@@ -160,15 +160,19 @@ func (a *Auditor) Start(ctx context.Context) error {
 			enqueue(newObj)
 		},
 		DeleteFunc: enqueue,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("DaemonSet informer: %w", err)
 	}
-	a.Nodes.OnChange(func(c clusterview.NodeChange) {
+	// A replica that loses and regains leadership starts again: what this
+	// run registered goes with it.
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	defer a.Nodes.OnChange(func(c clusterview.NodeChange) {
 		a.mu.Lock()
 		a.nodeChanges = append(a.nodeChanges, c)
 		a.mu.Unlock()
 		notify(a.nodesChanged)
-	})
+	})()
 	if !a.Cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
 	}
@@ -184,7 +188,11 @@ func (a *Auditor) Start(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		// The worker returns once the queue shuts down.
+		a.queue.ShutDown()
+		wg.Wait()
+	}()
 	wg.Go(func() {
 		lastFlush := time.Now()
 		for a.processNext(ctx) {

@@ -2,11 +2,18 @@ package audit
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
@@ -29,5 +36,40 @@ func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
 	}
 	if len(newlySkipped(got, map[string]string{"infra-1": "x"})) != 0 {
 		t.Error("fewer skipped nodes is not a reduction of coverage")
+	}
+}
+
+// TestAuditor_QuietFirstPass: a new leader records the state of the
+// DaemonSets it finds without Events; changes after that fire as before,
+// and a DaemonSet first seen after the election still warns about its gap.
+func TestAuditor_QuietFirstPass(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	nodes := coverage.NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-2"}},
+	})
+	recorder := events.NewFakeRecorder(10)
+	a := &Auditor{Recorder: recorder, seen: map[types.NamespacedName]*auditMemory{}}
+	audit := func(ds *appsv1.DaemonSet, quiet bool) []string {
+		e := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: now})[0]
+		a.observe(t.Context(), &e, nodes, quiet)
+		var got []string
+		for len(recorder.Events) > 0 {
+			got = append(got, <-recorder.Events)
+		}
+		return got
+	}
+	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	if got := audit(auditDS("inherited", 2, 1, all), true); len(got) != 0 {
+		t.Errorf("first pass after election: Events %q, want none", got)
+	}
+	if got := audit(auditDS("inherited", 2, 1, all), false); len(got) != 0 {
+		t.Errorf("unchanged gap: Events %q, want none", got)
+	}
+	if got := audit(auditDS("inherited", 2, 2, all), false); len(got) != 1 || !strings.Contains(got[0], "CoverageRestored") {
+		t.Errorf("gap closed: Events %q, want one CoverageRestored", got)
+	}
+	if got := audit(auditDS("new", 2, 1, all), false); len(got) != 1 || !strings.Contains(got[0], "CoverageGap") {
+		t.Errorf("a DaemonSet first seen later with a gap: Events %q, want one CoverageGap", got)
 	}
 }

@@ -34,7 +34,7 @@ type NodeView struct {
 	// but the first full build runs in Start.
 	mu       sync.Mutex
 	set      *coverage.NodeSet
-	handlers []func(NodeChange)
+	handlers []*func(NodeChange)
 }
 
 // NodeChange is one node change, as the view applied it.
@@ -53,12 +53,19 @@ func (v *NodeView) NeedLeaderElection() bool { return false }
 func (v *NodeView) Snapshot() *coverage.NodeSnapshot { return v.snapshot.Load() }
 
 // OnChange registers f to be called with every change the view applies, after
-// the snapshot reflects it, in order. f runs on the informer's goroutine: it
-// must return quickly (hand the change to a queue).
-func (v *NodeView) OnChange(f func(NodeChange)) {
+// the snapshot reflects it, in order, until the returned function is called.
+// f runs on the informer's goroutine: it must return quickly (hand the change
+// to a queue).
+func (v *NodeView) OnChange(f func(NodeChange)) (remove func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.handlers = append(v.handlers, f)
+	h := &f
+	v.handlers = append(v.handlers, h)
+	return func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.handlers = slices.DeleteFunc(v.handlers, func(x *func(NodeChange)) bool { return x == h })
+	}
 }
 
 // ReadyCheck is a healthz checker: ready once the nodes have been seen.
@@ -153,7 +160,7 @@ func (v *NodeView) apply(old, n *corev1.Node) {
 		log.Info("node view updated", "node", name, "deleted", n == nil, "nodes", snap.Len(), "classes", snap.Classes())
 	}
 	for _, f := range v.handlers {
-		f(NodeChange{Old: old, New: n})
+		(*f)(NodeChange{Old: old, New: n})
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 func TestStripNode_KeepsOnlyWhatThePredictionReads(t *testing.T) {
@@ -40,5 +43,73 @@ func TestStripNode_KeepsOnlyWhatThePredictionReads(t *testing.T) {
 	}
 	if other, _ := StripNode("not a node"); other != "not a node" {
 		t.Error("objects that are not Nodes must pass through unchanged")
+	}
+}
+
+func TestPredictionInputsChanged(t *testing.T) {
+	base := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "w-1", ResourceVersion: "1", Labels: map[string]string{"pool": "a"}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute}}},
+	}
+	tests := []struct {
+		name   string
+		change func(*corev1.Node)
+		want   bool
+	}{
+		{"resourceVersion only (a heartbeat, an annotation, a condition)", func(n *corev1.Node) { n.ResourceVersion = "2" }, false},
+		{"taint's TimeAdded", func(n *corev1.Node) { n.Spec.Taints[0].TimeAdded = &metav1.Time{} }, false},
+		{"label value", func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
+		{"label added", func(n *corev1.Node) { n.Labels["gpu"] = "true" }, true},
+		{"taint effect", func(n *corev1.Node) { n.Spec.Taints[0].Effect = corev1.TaintEffectNoSchedule }, true},
+		{"taint removed", func(n *corev1.Node) { n.Spec.Taints = nil }, true},
+		{"cordon", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := base.DeepCopy()
+			tt.change(n)
+			if got := PredictionInputsChanged(base, n); got != tt.want {
+				t.Errorf("PredictionInputsChanged = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNodeView_AppliesChangesOneByOne: each change replaces the snapshot
+// (the old one stays as it was, for requests that hold it) and reaches the
+// registered handlers; a change nothing reads does neither.
+func TestNodeView_AppliesChangesOneByOne(t *testing.T) {
+	node := func(name string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+			Spec: corev1.NodeSpec{Taints: taints}}
+	}
+	v := &NodeView{Log: logr.Discard()}
+	v.apply(nil, node("early")) // before the first build: the build's list has it
+	var changes []NodeChange
+	remove := v.OnChange(func(c NodeChange) { changes = append(changes, c) })
+	v.set = coverage.NewNodeSet([]*corev1.Node{node("w-1"), node("w-2")})
+	v.snapshot.Store(v.set.Snapshot())
+	before := v.Snapshot()
+
+	drain := corev1.Taint{Key: "drain", Effect: corev1.TaintEffectNoSchedule}
+	v.apply(node("w-1"), node("w-1", drain))
+	v.apply(node("w-2"), node("w-2"))
+	v.apply(nil, node("w-3"))
+	v.apply(node("w-2"), nil)
+	remove()
+	v.apply(nil, node("w-4"))
+
+	if got := before.Len(); got != 2 || before.HasTaint("drain", "", corev1.TaintEffectNoSchedule) {
+		t.Errorf("the snapshot held before the changes changed: %d nodes", got)
+	}
+	after := v.Snapshot()
+	if got := after.Names(); !reflect.DeepEqual(got, []string{"w-1", "w-3", "w-4"}) {
+		t.Errorf("nodes after the changes = %v", got)
+	}
+	if !after.HasTaint("drain", "", corev1.TaintEffectNoSchedule) {
+		t.Error("the taint on w-1 is not in the snapshot")
+	}
+	if len(changes) != 3 || changes[0].New.Name != "w-1" || changes[1].Old != nil || changes[2].New != nil {
+		t.Errorf("handler saw %d changes, want the taint, the add and the delete (not the no-op, nothing after removal): %+v", len(changes), changes)
 	}
 }
