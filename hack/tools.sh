@@ -10,8 +10,13 @@
 # machine included) only checks stamps. A lock keeps two concurrent runs from
 # building the same thing twice.
 #
-# Usage: hack/tools.sh [--print-dir]
+# With --node it also builds what a real node needs beside the kubelet (see
+# "A real node" below): containerd, its runc shim and ctr, the CNI plugins, and
+# runc from Debian's package.
+#
+# Usage: hack/tools.sh [--print-dir] [--node]
 #   --print-dir  print the directory holding the binaries (building first if needed)
+#   --node       also build the node's container runtime and network plugins
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -32,7 +37,14 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 log() { printf '[tools] %s\n' "$*" >&2; }
 
 print_dir=false
-[[ "${1:-}" == "--print-dir" ]] && print_dir=true
+node=false
+for arg in "$@"; do
+  case "$arg" in
+    --print-dir) print_dir=true ;;
+    --node) node=true ;;
+    *) echo "usage: hack/tools.sh [--print-dir] [--node]" >&2; exit 2 ;;
+  esac
+done
 
 mkdir -p "$BIN_DIR"
 
@@ -43,7 +55,96 @@ all_stamped() {
   done
 }
 
-if all_stamped; then
+# --- A real node -----------------------------------------------------------
+# containerd 2.x, because the kubelet takes its cgroup driver from the
+# runtime's RuntimeConfig CRI call, which containerd has from 2.0 on (Debian's
+# containerd is 1.6). Built from the Go module proxy without cgo: the btrfs,
+# devmapper and zfs snapshotters are left out (overlayfs and native remain).
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+CONTAINERD_BINS=(containerd containerd-shim-runc-v2 ctr)
+# The CNI plugins the test node's network uses (bridge, host-local,
+# loopback), and portmap for hostPort Pods. Go builds from the module proxy:
+# they are pure Go, while Debian's containernetworking-plugins is 1.1.
+CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap)
+# runc comes from Debian's package, not a Go build: runc needs cgo for its
+# nsenter, and libseccomp for the RuntimeDefault seccomp profile the chart
+# asks for, so a Go build would need a C compiler and libseccomp-dev from
+# Debian anyway; the package brings a seccomp-enabled runc with no build.
+
+# node_stamped: each stamp holds the version it was built at, so raising a
+# version rebuilds.
+node_stamped() {
+  local b
+  for b in "${CONTAINERD_BINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CONTAINERD_VERSION" && -x "$BIN_DIR/$b" ]] || return 1
+  done
+  for b in "${CNI_PLUGINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/cni/.stamp-${b##*/}" 2>/dev/null)" == "$CNI_PLUGINS_VERSION" && -x "$BIN_DIR/cni/${b##*/}" ]] || return 1
+  done
+  command -v runc >/dev/null
+}
+
+build_containerd() {
+  local b wanted=()
+  for b in "${CONTAINERD_BINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CONTAINERD_VERSION" ]] || wanted+=("$b")
+  done
+  ((${#wanted[@]})) || return 0
+  local start=$SECONDS dir="$work/containerd" mod=github.com/containerd/containerd/v2 pkgs=()
+  mkdir -p "$dir"
+  printf 'module dsguard.local/containerd-tools\n\ngo 1.26\n' >"$dir/go.mod"
+  for b in "${wanted[@]}"; do pkgs+=("$mod/cmd/$b"); done
+  log "containerd ${CONTAINERD_VERSION}: resolving modules"
+  (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}"))
+  local ld="-s -w -X $mod/version.Version=${CONTAINERD_VERSION} -X $mod/version.Package=$mod -X $mod/version.Revision=module-proxy"
+  log "containerd ${CONTAINERD_VERSION}: building ${wanted[*]}"
+  (cd "$dir" && go build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" -ldflags "$ld" -o "$work/cbin/" "${pkgs[@]}")
+  for b in "${wanted[@]}"; do
+    mv -f "$work/cbin/$b" "$BIN_DIR/$b"
+    echo "$CONTAINERD_VERSION" >"$BIN_DIR/.stamp-$b"
+  done
+  log "containerd ${CONTAINERD_VERSION}: built ${wanted[*]} in $((SECONDS - start))s"
+}
+
+build_cni_plugins() {
+  local p wanted=()
+  for p in "${CNI_PLUGINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/cni/.stamp-${p##*/}" 2>/dev/null)" == "$CNI_PLUGINS_VERSION" ]] || wanted+=("github.com/containernetworking/plugins/plugins/$p")
+  done
+  ((${#wanted[@]})) || return 0
+  local start=$SECONDS dir="$work/cni"
+  mkdir -p "$dir" "$BIN_DIR/cni"
+  printf 'module dsguard.local/cni-tools\n\ngo 1.26\n' >"$dir/go.mod"
+  log "CNI plugins ${CNI_PLUGINS_VERSION}: resolving modules"
+  (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}"))
+  log "CNI plugins ${CNI_PLUGINS_VERSION}: building ${wanted[*]##*/}"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}" -o "$work/cnibin/" "${wanted[@]}")
+  for p in "${wanted[@]}"; do
+    mv -f "$work/cnibin/${p##*/}" "$BIN_DIR/cni/${p##*/}"
+    echo "$CNI_PLUGINS_VERSION" >"$BIN_DIR/cni/.stamp-${p##*/}"
+  done
+  log "CNI plugins ${CNI_PLUGINS_VERSION}: built in $((SECONDS - start))s"
+}
+
+# install_runc installs Debian's runc when none is on PATH. Only as root: a
+# developer without root installs it once with `apt-get install runc`.
+install_runc() {
+  command -v runc >/dev/null && return 0
+  if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    log "runc is not installed; as root: apt-get install runc"
+    return 1
+  fi
+  local start=$SECONDS
+  log "runc: installing Debian's package"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends runc >/dev/null 2>&1; then
+    apt-get update >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends runc >/dev/null
+  fi
+  log "runc: $(runc --version | head -1) installed in $((SECONDS - start))s"
+}
+
+if all_stamped && { ! $node || node_stamped; }; then
   log "all binaries cached in $BIN_DIR"
   $print_dir && echo "$BIN_DIR"
   exit 0
@@ -169,10 +270,16 @@ build_kubernetes & pids+=($!)
 build_etcd & pids+=($!)
 build_helm & pids+=($!)
 build_helm4 & pids+=($!)
+if $node; then
+  build_containerd & pids+=($!)
+  build_cni_plugins & pids+=($!)
+  install_runc & pids+=($!)
+fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 ((rc == 0)) || { log "a build failed"; exit 1; }
 all_stamped || { log "binaries missing after build"; exit 1; }
+! $node || node_stamped || { log "node binaries missing after build"; exit 1; }
 log "all binaries built in $((SECONDS - total_start))s into $BIN_DIR"
 $print_dir && echo "$BIN_DIR"
 exit 0
