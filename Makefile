@@ -39,6 +39,12 @@ unit: ## Run the unit tests only (no control plane)
 e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl
 	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | hack/e2e-summary.sh
 
+.PHONY: e2e-node
+e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here
+	hack/tools.sh --node
+	trap 'hack/node-cleanup.sh' EXIT INT TERM; \
+	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
+
 .PHONY: chart-test
 chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them)
 	$(GO) test -count=1 ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// release and namespace of the chart under test.
+const (
+	release   = "dsguard"
+	namespace = "dsguard-system"
+)
+
+func requireNode(t *testing.T) {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("the real-node suite runs with DSGUARD_E2E_NODE=1 as root: make e2e-node")
+	}
+}
+
+func splitLines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+// kubectl runs the built kubectl against the cluster and logs it.
+func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
+	t.Helper()
+	r := cluster.Kubectl(t.Context(), stdin, args...)
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	return r
+}
+
+func mustKubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	r := kubectl(t, stdin, args...)
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	return r.Stdout
+}
+
+// helm runs Helm 3 ("helm") or Helm 4 ("helm4") and logs it.
+func helm(t *testing.T, bin string, args ...string) framework.Result {
+	t.Helper()
+	r := cluster.Helm(t.Context(), bin, args...)
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	return r
+}
+
+func mustHelm(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	r := helm(t, bin, args...)
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	return r.Stdout
+}
+
+// example reads a file of examples/ with replacements (old, new, ...).
+func example(t *testing.T, name string, replacements ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cluster.Root, "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer(replacements...).Replace(string(b))
+}
+
+// eventually retries check every 500ms until it holds or timeout passes,
+// then fails the test with last().
+func eventually(t *testing.T, timeout time.Duration, check func() bool, last func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !check() {
+		if time.Since(start) > timeout {
+			t.Fatalf("not within %s: %s", timeout, last())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return time.Since(start)
+}
+
+func warnings(stderr string) []string {
+	var out []string
+	for _, l := range splitLines(stderr) {
+		if strings.HasPrefix(l, "Warning: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
