@@ -274,7 +274,7 @@ func (a *Auditor) enqueueForNodes(ctx context.Context) {
 	}
 	for _, ds := range dss {
 		for _, c := range changes {
-			if c.Old == nil || c.New == nil || coverage.NodePlacement(ds, c.Old) != coverage.NodePlacement(ds, c.New) {
+			if c.Old == nil || c.New == nil || coverage.Decide(ds, c.Old) != coverage.Decide(ds, c.New) {
 				a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
 				break
 			}

@@ -171,33 +171,33 @@ func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	return cov
 }
 
-// Placement is the controller's decision for one DaemonSet on one node.
-type Placement struct {
+// NodeDecision is the controller's decision for one DaemonSet on one node.
+type NodeDecision struct {
 	Eligible bool
 	// Kind and Taint say why the node is skipped, when it is.
 	Kind  SkipKind
 	Taint corev1.Taint
 }
 
-// NodePlacement decides ds on one node as PredictCoverage decides each node;
-// a nil node (one that is not there) gets the zero Placement. Comparing a
-// node's placement before and after a change tells whether the change can
-// alter the DaemonSet's coverage.
-func NodePlacement(ds *appsv1.DaemonSet, node *corev1.Node) Placement {
+// Decide decides ds on one node as Predict decides each node; a nil node
+// (one that is not there) gets the zero NodeDecision. Comparing the decision
+// for a node before and after a change tells whether the change can alter
+// the DaemonSet's coverage.
+func Decide(ds *appsv1.DaemonSet, node *corev1.Node) NodeDecision {
 	if node == nil {
-		return Placement{}
+		return NodeDecision{}
 	}
 	spec := &ds.Spec.Template.Spec
 	if spec.NodeName != "" && spec.NodeName != node.Name {
-		return Placement{Kind: SkipNodeName}
+		return NodeDecision{Kind: SkipNodeName}
 	}
 	var relaxed *nodeaffinity.RequiredNodeAffinity
 	kind, taint, ok := placeOn(node, spec, nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity), &relaxed,
 		daemonTolerations(spec))
 	if ok {
-		return Placement{Eligible: true}
+		return NodeDecision{Eligible: true}
 	}
-	p := Placement{Kind: kind}
+	p := NodeDecision{Kind: kind}
 	if taint != nil {
 		p.Taint = corev1.Taint{Key: taint.Key, Value: taint.Value, Effect: taint.Effect}
 	}

@@ -129,17 +129,17 @@ func nodeSetHeap(nodes []*corev1.Node) (int64, int) {
 	return int64(after) - int64(before), set.Snapshot().Classes()
 }
 
-// BenchmarkNodePlacement is what the auditor pays per DaemonSet for each
+// BenchmarkDecide is what the auditor pays per DaemonSet for each
 // relevant node change: the node's placement before and after, compared, to
 // decide whether the DaemonSet needs a new audit.
-func BenchmarkNodePlacement(b *testing.B) {
+func BenchmarkDecide(b *testing.B) {
 	node := testobj.CloudNodes(100)[50]
 	tainted := node.DeepCopy()
 	tainted.Spec.Taints = append(tainted.Spec.Taints, corev1.Taint{Key: "example.com/drain", Effect: corev1.TaintEffectNoSchedule})
 	ds := testobj.BenchDaemonSets()[0].DS
 	b.ReportAllocs()
 	for b.Loop() {
-		if NodePlacement(ds, node) == NodePlacement(ds, tainted) {
+		if Decide(ds, node) == Decide(ds, tainted) {
 			b.Fatal("a taint the DaemonSet does not tolerate must change its placement")
 		}
 	}
