@@ -8,12 +8,14 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,61 +119,121 @@ func newServeCommand() *cobra.Command {
 	return cmd
 }
 
+// runServe wires dsguard: the manager with its caches, the informer-fed
+// views of the cluster, the auditor, the admission handlers and the health
+// checks. Each step is one function below.
 func runServe(o *serveOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("serve")
-	if limit, ok, err := softMemoryLimit(os.Getenv); err != nil {
-		log.Error(err, "memory limit")
-	} else if ok {
-		debug.SetMemoryLimit(limit)
-		log.Info("Go soft memory limit set from the container's", "bytes", limit, "percent", memoryLimitPercent)
-	}
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := openreportsv1alpha1.AddToScheme(scheme); err != nil {
+	setMemoryLimit(log)
+	scheme, err := newScheme()
+	if err != nil {
 		return err
 	}
 	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
-
 	// TLS 1.2 at least, AEAD suites only, HTTP/2 off.
 	tlsOpts := []func(*tls.Config){dswebhook.HardenTLS}
-	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
-	webhookTLSOpts := tlsOpts
-	var selfManaged *certs.SelfManaged
-	switch o.certMode {
-	case "file":
-	case "self-managed":
-		if len(o.certDNSNames) == 0 {
-			return fmt.Errorf("--cert-mode=self-managed needs --cert-dns-names")
-		}
-		direct, err := client.New(restConfig, client.Options{Scheme: scheme})
-		if err != nil {
+	selfManaged, webhookTLSOpts, err := o.certificates(restConfig, scheme, tlsOpts)
+	if err != nil {
+		return err
+	}
+	m := dswebhook.NewMetrics(metrics.Registry)
+	mgr, err := o.newManager(restConfig, scheme, tlsOpts, webhookTLSOpts, m)
+	if err != nil {
+		return err
+	}
+	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
+	source, nodes, err := addClusterView(mgr, ref)
+	if err != nil {
+		return err
+	}
+	if err := o.addAuditor(mgr, source, nodes); err != nil {
+		return err
+	}
+	o.registerWebhooks(mgr, scheme, ref, source, nodes, m)
+	readiness := []namedCheck{{"policy", source.ReadyCheck}, {"nodes", nodes.ReadyCheck},
+		{"webhook", mgr.GetWebhookServer().StartedChecker()}}
+	if selfManaged != nil {
+		selfManaged.SetRecorder(mgr.GetEventRecorder("dsguard"))
+		if err := mgr.Add(selfManaged); err != nil {
 			return err
 		}
-		selfManaged = certs.NewSelfManaged(certs.SelfManagedOptions{
-			Namespace: o.namespace, SecretName: o.caSecret, WebhookConfigName: o.webhookConfig,
-			DNSNames: o.certDNSNames, CADuration: o.caDuration, LeafDuration: o.leafDuration,
-			PublishGrace: o.caPublishGrace, SyncInterval: o.caSyncInterval,
-			RESTConfig: restConfig, Client: direct, Log: ctrl.Log.WithName("certs"),
-			Metrics: certs.NewMetrics(metrics.Registry),
-		})
-		webhookTLSOpts = append(append([]func(*tls.Config){}, tlsOpts...), func(c *tls.Config) {
-			c.GetCertificate = selfManaged.GetCertificate
-		})
-	default:
-		return fmt.Errorf("unknown --cert-mode %q (want file or self-managed)", o.certMode)
+		readiness = append(readiness, namedCheck{"certificate", selfManaged.ReadyCheck})
 	}
+	if err := addHealthChecks(mgr, readiness); err != nil {
+		return err
+	}
+	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// setMemoryLimit sets Go's soft memory limit from the container's, when the
+// chart passes it on.
+func setMemoryLimit(log logr.Logger) {
+	if limit, ok, err := softMemoryLimit(os.Getenv); err != nil {
+		log.Error(err, "memory limit")
+	} else if ok {
+		debug.SetMemoryLimit(limit)
+		log.Info("Go soft memory limit set from the container's", "bytes", limit, "percent", memoryLimitPercent)
+	}
+}
+
+// newScheme knows the built-in kinds and OpenReports' Report.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := openreportsv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// certificates sets up where the serving certificate comes from: files
+// (nothing to run) or the self-managed CA, which then serves the
+// certificates through the returned TLS options.
+func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Scheme,
+	tlsOpts []func(*tls.Config)) (*certs.SelfManaged, []func(*tls.Config), error) {
+	switch o.certMode {
+	case "file":
+		return nil, tlsOpts, nil
+	case "self-managed":
+	default:
+		return nil, nil, fmt.Errorf("unknown --cert-mode %q (want file or self-managed)", o.certMode)
+	}
+	if len(o.certDNSNames) == 0 {
+		return nil, nil, fmt.Errorf("--cert-mode=self-managed needs --cert-dns-names")
+	}
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	selfManaged := certs.NewSelfManaged(certs.SelfManagedOptions{
+		Namespace: o.namespace, SecretName: o.caSecret, WebhookConfigName: o.webhookConfig,
+		DNSNames: o.certDNSNames, CADuration: o.caDuration, LeafDuration: o.leafDuration,
+		PublishGrace: o.caPublishGrace, SyncInterval: o.caSyncInterval,
+		RESTConfig: restConfig, Client: direct, Log: ctrl.Log.WithName("certs"),
+		Metrics: certs.NewMetrics(metrics.Registry),
+	})
+	webhookTLSOpts := append(append([]func(*tls.Config){}, tlsOpts...), func(c *tls.Config) {
+		c.GetCertificate = selfManaged.GetCertificate
+	})
+	return selfManaged, webhookTLSOpts, nil
+}
+
+// newManager builds the manager: caches restricted to what dsguard reads,
+// leader election for the auditor, the metrics and probe endpoints, and the
+// hardened webhook server.
+func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
+	tlsOpts, webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	m := dswebhook.NewMetrics(metrics.Registry)
 	// controller-runtime's own webhook server never times out a slow
 	// request body and accepts connections without limit.
 	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
@@ -203,30 +265,31 @@ func runServe(o *serveOptions) error {
 		WebhookServer:                 webhookServer,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	return mgr, nil
+}
 
+// addClusterView adds the policy loader and the node view, which every
+// replica runs: each one serves admission.
+func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef) (*clusterview.PolicySource, *clusterview.NodeView, error) {
 	source := clusterview.NewPolicySource(clusterview.NewPolicyMetrics(metrics.Registry))
 	if err := mgr.Add(&clusterview.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"),
 	}); err != nil {
-		return err
-	}
-	if selfManaged != nil {
-		selfManaged.SetRecorder(mgr.GetEventRecorder("dsguard"))
-		if err := mgr.Add(selfManaged); err != nil {
-			return err
-		}
-		if err := mgr.AddReadyzCheck("certificate", selfManaged.ReadyCheck); err != nil {
-			return err
-		}
+		return nil, nil, err
 	}
 	nodes := &clusterview.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
 	if err := mgr.Add(nodes); err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := mgr.Add(&audit.Auditor{
+	return source, nodes, nil
+}
+
+// addAuditor adds the leader-elected auditor and its OpenReports writer.
+func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView) error {
+	return mgr.Add(&audit.Auditor{
 		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
 		Metrics: audit.NewMetrics(metrics.Registry), OwnNamespace: o.namespace,
@@ -235,9 +298,13 @@ func runServe(o *serveOptions) error {
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
 			Log: ctrl.Log.WithName("reports"), Recheck: 2 * o.auditInterval,
 		},
-	}); err != nil {
-		return err
-	}
+	})
+}
+
+// registerWebhooks puts the DaemonSet handler and the policy ConfigMap
+// validator on the webhook server.
+func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme, ref clusterview.PolicyRef,
+	source *clusterview.PolicySource, nodes *clusterview.NodeView, m *dswebhook.Metrics) {
 	srv := mgr.GetWebhookServer()
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
 	dsHandler.FailOpenNamespaces = o.failOpen
@@ -245,19 +312,25 @@ func runServe(o *serveOptions) error {
 	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{Handler: dsHandler})
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
+}
 
+// namedCheck is one readiness check.
+type namedCheck struct {
+	name  string
+	check healthz.Checker
+}
+
+// addHealthChecks adds /healthz and the readiness checks: dsguard is ready
+// once it has a policy, knows the nodes, serves webhooks and, when it manages
+// its certificate, serves one the caBundle trusts.
+func addHealthChecks(mgr ctrl.Manager, readiness []namedCheck) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("policy", source.ReadyCheck); err != nil {
-		return err
+	for _, c := range readiness {
+		if err := mgr.AddReadyzCheck(c.name, c.check); err != nil {
+			return err
+		}
 	}
-	if err := mgr.AddReadyzCheck("nodes", nodes.ReadyCheck); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
-		return err
-	}
-	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return nil
 }
