@@ -35,10 +35,21 @@ const minFixtures = 2
 // name: outside kube-system, so that no namespace ceiling softens a deny.
 const fixtureNamespace = "fixtures"
 
+// expectFile, in a denied folder, names for each fixture the field path of
+// its deny and a fragment of the message.
+const expectFile = "expect.yaml"
+
+// denyExpectation is what one denied fixture must draw from its rule.
+type denyExpectation struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
 // TestRuleFixtures walks testdata/rules/<rule-id>/{allowed,denied}/*.yaml
 // and evaluates each DaemonSet under a policy that denies on every rule. An
-// allowed manifest must draw no finding from its rule; a denied one at least
-// one deny from it.
+// allowed manifest must draw no finding from its rule; a denied one a deny
+// from it at the field, and with the message fragment, that denied/expect.yaml
+// names for it, so that a fixture cannot pass for the wrong reason.
 func TestRuleFixtures(t *testing.T) {
 	cfg := Builtin().DefaultConfig()
 	for _, r := range Builtin().Rules() {
@@ -69,11 +80,13 @@ func TestRuleFixtures(t *testing.T) {
 		t.Run(r.ID, func(t *testing.T) {
 			env := env
 			env.Nodes = readFixtureNodes(t, r)
+			expect := readExpectations(t, r)
 			for _, verdict := range []string{"allowed", "denied"} {
 				files, err := filepath.Glob(filepath.Join(fixturesDir, r.ID, verdict, "*.yaml"))
 				if err != nil {
 					t.Fatal(err)
 				}
+				files = slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == expectFile })
 				if len(files) < minFixtures {
 					t.Errorf("%s needs at least %d fixtures in %s, has %d",
 						r.ID, minFixtures, filepath.Join(fixturesDir, r.ID, verdict), len(files))
@@ -87,14 +100,57 @@ func TestRuleFixtures(t *testing.T) {
 						if verdict == "allowed" && len(mine) > 0 {
 							t.Errorf("allowed fixture drew %s findings:\n%s", r.ID, describeFindings(mine))
 						}
-						if verdict == "denied" && policy.Count(mine, policy.ActionDeny) == 0 {
-							t.Errorf("denied fixture drew no %s deny; all findings:\n%s", r.ID, describeFindings(fs))
+						if verdict == "denied" {
+							checkDeny(t, mine, fs, expect, filepath.Base(file))
 						}
 					})
 				}
 			}
 		})
 	}
+}
+
+// checkDeny requires a deny among mine at the expected field whose message
+// holds the expected fragment.
+func checkDeny(t *testing.T, mine, all []policy.Finding, expect map[string]denyExpectation, name string) {
+	t.Helper()
+	want, ok := expect[name]
+	if !ok {
+		t.Fatalf("%s names no field and message for %s", expectFile, name)
+	}
+	if policy.Count(mine, policy.ActionDeny) == 0 {
+		t.Fatalf("denied fixture drew no deny from its rule; all findings:\n%s", describeFindings(all))
+	}
+	for _, f := range mine {
+		if f.Action == policy.ActionDeny && f.FieldString() == want.Field && strings.Contains(f.Message, want.Message) {
+			return
+		}
+	}
+	t.Errorf("no deny at %s with %q; the rule's findings:\n%s", want.Field, want.Message, describeFindings(mine))
+}
+
+// readExpectations reads denied/expect.yaml of a rule's fixtures; every entry
+// must name a fixture that exists.
+func readExpectations(t *testing.T, r *policy.Rule) map[string]denyExpectation {
+	t.Helper()
+	dir := filepath.Join(fixturesDir, r.ID, "denied")
+	data, err := os.ReadFile(filepath.Join(dir, expectFile))
+	if err != nil {
+		t.Fatalf("every denied fixture needs its field and message in %s: %v", expectFile, err)
+	}
+	var expect map[string]denyExpectation
+	if err := yaml.UnmarshalStrict(data, &expect); err != nil {
+		t.Fatalf("%s: %v", filepath.Join(dir, expectFile), err)
+	}
+	for name, e := range expect {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s names %s, which is not a fixture: %v", expectFile, name, err)
+		}
+		if e.Field == "" || e.Message == "" {
+			t.Errorf("%s: %s needs both field and message", expectFile, name)
+		}
+	}
+	return expect
 }
 
 // readFixtureNodes reads testdata/rules/<rule-id>/nodes.yaml, in the form of
