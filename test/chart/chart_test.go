@@ -217,7 +217,7 @@ func TestTemplate_Defaults(t *testing.T) {
 	vwc := find(objs, "ValidatingWebhookConfiguration")[0]
 	hooks := get(vwc, "webhooks").([]any)
 	wantHooks := []struct{ name, failurePolicy string }{
-		{"daemonsets.dsguard.io", "Fail"}, {"kube-system.daemonsets.dsguard.io", "Ignore"}, {"policy.dsguard.io", "Ignore"},
+		{"daemonsets.dsguard.io", "Fail"}, {"infrastructure.daemonsets.dsguard.io", "Ignore"}, {"policy.dsguard.io", "Ignore"},
 	}
 	if len(hooks) != len(wantHooks) {
 		t.Fatalf("%d webhooks, want %d", len(hooks), len(wantHooks))
@@ -234,8 +234,18 @@ func TestTemplate_Defaults(t *testing.T) {
 		}
 	}
 	excluded := get(hooks[0], "namespaceSelector", "matchExpressions", 0, "values").([]any)
-	if !slices.Contains(excluded, any(namespace)) || !slices.Contains(excluded, any("kube-system")) {
-		t.Errorf("daemonsets.dsguard.io excludes %v, want %s and kube-system", excluded, namespace)
+	failOpen := get(hooks[1], "namespaceSelector", "matchExpressions", 0, "values").([]any)
+	for _, ns := range []string{"kube-system", "calico-system", "tigera-operator", "kube-flannel", "cilium"} {
+		if !slices.Contains(excluded, any(ns)) || !slices.Contains(failOpen, any(ns)) {
+			t.Errorf("%s: want it excluded from daemonsets.dsguard.io (%v) and in the fail-open entry (%v)", ns, excluded, failOpen)
+		}
+	}
+	if !slices.Contains(excluded, any(namespace)) || slices.Contains(failOpen, any(namespace)) {
+		t.Errorf("daemonsets.dsguard.io excludes %v, want %s among them and not in the fail-open entry", excluded, namespace)
+	}
+	ops := get(hooks[2], "rules", 0, "operations").([]any)
+	if !slices.Contains(ops, any("DELETE")) {
+		t.Errorf("policy.dsguard.io matches %v, want DELETE too (a deleted policy is warned about)", ops)
 	}
 }
 
@@ -246,9 +256,15 @@ func TestTemplate_PolicyParsesInDsguard(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			objs := objects(t, e.template(t, e.helms()[0], c.args()...))
-			cms := find(objs, "ConfigMap")
-			if len(cms) != 1 || get(cms[0], "metadata", "name") != "dsguard-policy" ||
-				get(cms[0], "metadata", "labels", "dsguard.io/policy") != "true" {
+			// The policy is the ConfigMap with the label; another may hold
+			// the client CA bundle.
+			var cms []object
+			for _, cm := range find(objs, "ConfigMap") {
+				if get(cm, "metadata", "labels", "dsguard.io/policy") == "true" {
+					cms = append(cms, cm)
+				}
+			}
+			if len(cms) != 1 || get(cms[0], "metadata", "name") != "dsguard-policy" {
 				t.Fatalf("want one ConfigMap dsguard-policy labelled dsguard.io/policy=true, got %v", cms)
 			}
 			doc, _ := get(cms[0], "data", "policy.yaml").(string)

@@ -39,6 +39,7 @@ var cases = []valueCase{
 	{name: "self-managed", values: "self-managed.yaml"},
 	{name: "cert-manager", values: "cert-manager.yaml"},
 	{name: "cert-manager-issuer", values: "cert-manager-issuer.yaml"},
+	{name: "client-auth", values: "client-auth.yaml"},
 }
 
 // args returns the helm arguments that select the case's values.
