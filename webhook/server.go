@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -140,7 +142,7 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 // Start implements manager.Runnable: it serves until ctx ends, then lets
 // in-flight reviews finish.
 func (s *Server) Start(ctx context.Context) error {
-	log := logf.FromContext(ctx).WithName("webhook-server")
+	logger := logf.FromContext(ctx).WithName("webhook-server")
 	cfg, err := s.tlsConfig(ctx)
 	if err != nil {
 		return err
@@ -160,6 +162,7 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadTimeout:       s.opts.ReadTimeout,
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
+		ErrorLog:          log.New(&throttledLog{out: os.Stderr, interval: 10 * time.Second}, "", log.LstdFlags),
 	}
 	done := make(chan struct{})
 	go func() {
@@ -168,13 +171,13 @@ func (s *Server) Start(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if err := srv.Shutdown(shutdownCtx); err != nil {
-			log.Error(err, "shutting down the webhook server")
+			logger.Error(err, "shutting down the webhook server")
 		}
 	}()
 	s.mu.Lock()
 	s.started, s.addr = true, ln.Addr().String()
 	s.mu.Unlock()
-	log.Info("serving webhooks", "address", ln.Addr().String(), "maxConnections", s.opts.MaxConnections,
+	logger.Info("serving webhooks", "address", ln.Addr().String(), "maxConnections", s.opts.MaxConnections,
 		"clientAuth", cfg.ClientAuth.String())
 	if err := srv.Serve(tls.NewListener(guard, cfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -361,39 +364,66 @@ func (g *connGuard) connState(c net.Conn, state http.ConnState) {
 	}
 }
 
-// track marks a connection busy from the moment its request body has been
-// read whole until the answer is written.
+// maxReviewBytes is controller-runtime's limit on a review's size; a larger
+// body is handed on for it to refuse.
+const maxReviewBytes = 7 << 20
+
+// track reads each request body whole before the webhook sees it, and marks
+// the connection busy from then until the answer is written. A body that
+// never completes (a slow client past its deadline, a client that went away)
+// ends the request here, quietly: nobody is left to read an answer, and
+// controller-runtime would log each one with a stack trace, which a flood
+// of them would turn into a flood of logs.
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
-		if gc == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &busyOnEOF{ReadCloser: r.Body, mark: func() { g.set(gc, true, false) }}
-		} else {
-			g.set(gc, true, false)
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+			if err != nil {
+				w.Header().Set("Connection", "close")
+				w.WriteHeader(http.StatusRequestTimeout)
+				return
+			}
+			rest := r.Body
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(body), rest), rest}
 		}
-		defer g.set(gc, false, false)
+		if gc != nil {
+			g.set(gc, true, false)
+			defer g.set(gc, false, false)
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// busyOnEOF calls mark once the body has been read to its end.
-type busyOnEOF struct {
-	io.ReadCloser
-	mark func()
-	done bool
+// throttledLog passes on at most one line per interval and counts the
+// rest, so that a flood of failed TLS handshakes (the HTTP server logs each
+// one) costs one line every few seconds.
+type throttledLog struct {
+	out      io.Writer
+	interval time.Duration
+
+	mu      sync.Mutex
+	last    time.Time
+	dropped int
 }
 
-func (b *busyOnEOF) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.done {
-		b.done = true
-		b.mark()
+func (l *throttledLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if now.Sub(l.last) < l.interval {
+		l.dropped++
+		return len(p), nil
 	}
-	return n, err
+	l.last = now
+	if l.dropped > 0 {
+		fmt.Fprintf(l.out, "webhook server: %d similar messages suppressed\n", l.dropped)
+		l.dropped = 0
+	}
+	return l.out.Write(p)
 }
 
 var _ crwebhook.Server = &Server{}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,5 +268,21 @@ func TestConnGuard_PrefersStuckOverIdle(t *testing.T) {
 	delete(g.conns, idle)
 	if got := g.oldestEvictable(); got != nil {
 		t.Errorf("evicts %+v, want none: a busy connection is being answered", got)
+	}
+}
+
+func TestThrottledLog_OneLinePerInterval(t *testing.T) {
+	var out bytes.Buffer
+	l := &throttledLog{out: &out, interval: time.Hour}
+	for range 1000 {
+		fmt.Fprintln(l, "http: TLS handshake error from 127.0.0.1:1: EOF")
+	}
+	if got := strings.Count(out.String(), "\n"); got != 1 {
+		t.Fatalf("%d lines written, want 1:\n%s", got, out.String())
+	}
+	l.last = time.Time{}
+	fmt.Fprintln(l, "next")
+	if !strings.Contains(out.String(), "999 similar messages suppressed") {
+		t.Errorf("the suppressed count is not reported:\n%s", out.String())
 	}
 }

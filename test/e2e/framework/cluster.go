@@ -33,6 +33,10 @@ type Cluster struct {
 	WebhookURL string
 	// Dsguard is the path of the dsguard binary under test.
 	Dsguard string
+	// ClientCAFile is the CA of the client certificate the API server
+	// presents to webhooks; the cluster's dsguard verifies it
+	// (--client-ca-file), and so may the extra ones a test starts.
+	ClientCAFile string
 
 	env        *envtest.Environment
 	kcm        *ControllerManager
@@ -98,6 +102,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	// The API server authenticates to webhooks with a client certificate,
+	// as the security guide asks operators to configure it.
+	var admissionConfig string
+	if c.ClientCAFile, admissionConfig, err = webhookClientAuth(c.dir); err != nil {
+		return nil, err
+	}
+	c.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", admissionConfig)
 	if _, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -126,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
 	port := strconv.Itoa(wio.LocalServingPort)
-	args := opts.DsguardArgs
+	args := append([]string{"--client-ca-file", c.ClientCAFile}, opts.DsguardArgs...)
 	if opts.SelfManagedCerts {
 		// dsguard makes its own CA and fills in the caBundle of the
 		// configuration, which must exist first. Its certificates carry
@@ -207,6 +218,14 @@ func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, p
 		}
 	}
 	return fmt.Errorf("dsguard not ready after 60s:\n%s", c.DsguardLog())
+}
+
+// DsguardPID returns the process ID of the cluster's dsguard, 0 before it starts.
+func (c *Cluster) DsguardPID() int {
+	if c.dsguard == nil || c.dsguard.Process == nil {
+		return 0
+	}
+	return c.dsguard.Process.Pid
 }
 
 // Config returns an admin REST config for the control plane.
