@@ -71,10 +71,3 @@ func cutExpiry(s string) (string, bool) {
 func (e Exemption) Expired(now time.Time) bool {
 	return !e.Expires.IsZero() && !now.Before(e.Expires)
 }
-
-// IntendedCoverage returns the declared reason for skipping nodes, if any.
-func IntendedCoverage(annotations map[string]string) (string, bool) {
-	v, ok := annotations[IntendedCoverageAnnotation]
-	v = strings.TrimSpace(v)
-	return v, ok && v != ""
-}

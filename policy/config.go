@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,8 +37,19 @@ type Config struct {
 	// Bypass names users and groups whose requests are admitted unchecked
 	// (break-glass). Each bypass is logged and counted.
 	Bypass BypassConfig `yaml:"bypass"`
+	// Exemptions says which exemption annotations take effect.
+	Exemptions ExemptionsConfig `yaml:"exemptions"`
 	// Rules configures each rule by ID.
 	Rules RulesConfig `yaml:"rules"`
+}
+
+// InfrastructureNamespaces are the namespaces of the CNI, kube-proxy and
+// storage node plugins, where the built-in policy only warns and the webhook
+// fails open: if the network breaks, the fix to its DaemonSet must land
+// whatever dsguard thinks of it.
+var InfrastructureNamespaces = []string{
+	"kube-system", "calico-system", "calico-apiserver", "tigera-operator", "kube-flannel", "cilium",
+	"longhorn-system", "rook-ceph",
 }
 
 // NamespaceEnforcementConfig caps actions in the namespaces matching Namespaces.
@@ -203,12 +215,14 @@ func (reg *Registry) DefaultConfig() *Config {
 		APIVersion:  ConfigAPIVersion,
 		Kind:        ConfigKind,
 		Enforcement: EnforcementEnforce,
-		// kube-system holds the CNI, kube-proxy and CSI node plugins: a policy
-		// mistake must never block their upgrades, so deny becomes warn there.
+		// The infrastructure namespaces hold the CNI, kube-proxy and CSI node
+		// plugins: a policy mistake must never block their upgrades, so deny
+		// becomes warn there.
 		NamespaceEnforcement: []NamespaceEnforcementConfig{
-			{Namespaces: []string{"kube-system"}, Enforcement: EnforcementWarn},
+			{Namespaces: slices.Clone(InfrastructureNamespaces), Enforcement: EnforcementWarn},
 		},
 		Ratcheting: &yes,
+		Exemptions: ExemptionsConfig{MaxExemptionDays: DefaultMaxExemptionDays},
 		Rules:      RulesConfig{reg: reg, byID: make(map[string]ruleConfig, len(reg.rules))},
 	}
 	for _, r := range reg.rules {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -19,6 +20,20 @@ type Env struct {
 	// Nodes is the cluster's node set, or nil when it is not known (offline
 	// check without --nodes); rules that need nodes are skipped then.
 	Nodes *coverage.NodeSnapshot
+	// Context, when set, is the request the evaluation serves: Evaluate
+	// stops between rules once it is done, and its findings are then
+	// incomplete (the caller must not use them).
+	Context context.Context
+	// Requester is who asks for the change (admission only); the policy's
+	// exemption gate checks its groups. Nil offline and in the audit.
+	Requester *Requester
+	// PreviousAnnotations are the stored object's annotations on UPDATE (nil
+	// on CREATE): exemptions the request leaves unchanged are not re-judged
+	// by the group gate.
+	PreviousAnnotations map[string]string
+	// HideNodeNames makes messages count nodes instead of naming them, for
+	// callers that have not authenticated.
+	HideNodeNames bool
 
 	// predicted caches the last prediction, shared by the rules that read
 	// it, with the DaemonSet and node snapshot it was made for.
@@ -39,7 +54,7 @@ type predicted struct {
 // share one. DaemonSets are only read, so the same pointer means the same
 // object.
 func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
-	if env.Nodes == nil {
+	if env.Nodes == nil || env.PlacementTooLarge(ds) != "" {
 		return nil
 	}
 	if c := &env.predicted; c.coverage == nil || c.ds != ds || c.nodes != env.Nodes {
@@ -67,6 +82,9 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 	var out []Finding
 	for i := range p.rules {
 		rs := &p.rules[i]
+		if env.Context != nil && env.Context.Err() != nil {
+			break
+		}
 		if !rs.applies(ds, namespace, &env) {
 			continue
 		}
@@ -74,7 +92,7 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 		if len(fs) == 0 {
 			continue
 		}
-		exemption, exempted := rs.activeExemption(ds, env.Now)
+		exemption, _, exempted := env.Exemption(ds, rs.rule.ID)
 		for j := range fs {
 			f := &fs[j]
 			f.RuleID = rs.rule.ID
@@ -87,6 +105,7 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 			if exempted {
 				f.Action = f.Action.Weaker(ActionAudit)
 				f.Exempted = exemption.Reason
+				f.ExemptionExpires = exemption.Expires
 			}
 		}
 		out = append(out, fs...)
@@ -134,21 +153,4 @@ func NamespaceOf(ds *appsv1.DaemonSet) string {
 		return "default"
 	}
 	return ds.Namespace
-}
-
-// activeExemption returns the DaemonSet's exemption for this rule when it is
-// well-formed, unexpired and allowed by the policy.
-func (rs *ruleSettings) activeExemption(ds *appsv1.DaemonSet, now time.Time) (Exemption, bool) {
-	if !rs.allowExemptions {
-		return Exemption{}, false
-	}
-	value, ok := ds.Annotations[rs.exemptKey]
-	if !ok {
-		return Exemption{}, false
-	}
-	e, err := ParseExemption(value)
-	if err != nil || e.Expired(now) {
-		return Exemption{}, false
-	}
-	return e, true
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -26,6 +27,9 @@ type Finding struct {
 	// Exempted holds the reason of the exemption annotation that turned this
 	// finding into an audit record; empty otherwise.
 	Exempted string
+	// ExemptionExpires is the first instant the exemption no longer holds;
+	// zero when it never expires (or there is none).
+	ExemptionExpires time.Time
 }
 
 // FieldString returns the field path as text, "" when there is none.
@@ -46,7 +50,9 @@ func (f Finding) MarshalJSON() ([]byte, error) {
 		Remediation string   `json:"remediation,omitempty"`
 		Details     []string `json:"details,omitempty"`
 		Exempted    string   `json:"exempted,omitempty"`
-	}{f.RuleID, f.Action, f.FieldString(), f.Message, f.Remediation, f.Details, f.Exempted})
+		Expires     string   `json:"exemptionExpires,omitempty"`
+	}{f.RuleID, f.Action, f.FieldString(), f.Message, f.Remediation, f.Details, f.Exempted,
+		Exemption{Expires: f.ExemptionExpires}.LastDay()})
 }
 
 // SortFindings orders findings deterministically: strongest action first,

@@ -18,6 +18,7 @@ type Policy struct {
 	ratcheting           bool
 	bypassUsers          []string
 	bypassGroups         []string
+	exemptions           ExemptionsConfig
 	rules                []ruleSettings
 	byID                 map[string]*ruleSettings
 }
@@ -97,7 +98,12 @@ func Compile(c *Config) (*Policy, error) {
 		ratcheting:   *c.Ratcheting,
 		bypassUsers:  append([]string(nil), c.Bypass.Users...),
 		bypassGroups: append([]string(nil), c.Bypass.Groups...),
-		byID:         map[string]*ruleSettings{},
+		exemptions: ExemptionsConfig{
+			MaxExemptionDays:  c.Exemptions.MaxExemptionDays,
+			AllowedGroups:     append([]string(nil), c.Exemptions.AllowedGroups...),
+			AllowedNamespaces: append([]string(nil), c.Exemptions.AllowedNamespaces...),
+		},
+		byID: map[string]*ruleSettings{},
 	}
 	for _, ne := range c.NamespaceEnforcement {
 		p.namespaceEnforcement = append(p.namespaceEnforcement, namespaceEnforcement{

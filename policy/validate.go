@@ -49,6 +49,7 @@ func ValidateConfig(c *Config) field.ErrorList {
 			}
 		}
 	}
+	errs = append(errs, validateExemptions(&c.Exemptions, field.NewPath("exemptions"))...)
 	nsPath := field.NewPath("namespaceEnforcement")
 	for i, ne := range c.NamespaceEnforcement {
 		p := nsPath.Index(i)

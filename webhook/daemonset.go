@@ -29,10 +29,7 @@ const DaemonSetPath = "/validate-daemonset"
 // if the network breaks, dsguard's own Pods lose it too, and the fix to the
 // CNI DaemonSet must still land. The chart's fail-open webhook entry covers
 // the same list (webhook.failOpenNamespaces).
-var DefaultFailOpenNamespaces = []string{
-	"kube-system", "calico-system", "calico-apiserver", "tigera-operator", "kube-flannel", "cilium",
-	"longhorn-system", "rook-ceph",
-}
+var DefaultFailOpenNamespaces = policy.InfrastructureNamespaces
 
 // DaemonSetHandler admits or denies apps/v1 DaemonSets. It is a plain
 // admission.Handler rather than an admission.Validator because it sets audit
@@ -47,6 +44,7 @@ type DaemonSetHandler struct {
 	// the node-dependent rules.
 	nodes func() *coverage.NodeSnapshot
 	now   func() time.Time
+	heavy *heavyLane
 
 	// FailOpenNamespaces are the infrastructure namespaces (CNI, storage
 	// and kube-system) whose webhook entry fails open: there dsguard only
@@ -71,9 +69,13 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *clusterview.PolicySourc
 		ownNamespace: ownNamespace,
 		nodes:        func() *coverage.NodeSnapshot { return nil },
 		now:          time.Now,
+		heavy:        newHeavyLane(heavyLaneWidth()),
 	}
 	if nodes != nil {
 		h.nodes = nodes.Snapshot
+	}
+	if m != nil {
+		h.heavy.waiting = m.HeavyWaiting
 	}
 	return h
 }
@@ -147,17 +149,35 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 	if ds.Namespace == "" {
 		ds.Namespace = req.Namespace
 	}
-	env := policy.Env{Policy: active.Policy, Now: h.now(), Nodes: h.nodes()}
-	findings := policy.Evaluate(ds, env)
-
+	var old *appsv1.DaemonSet
 	if req.Operation == admissionv1.Update {
-		old := &appsv1.DaemonSet{}
+		old = &appsv1.DaemonSet{}
 		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
 		}
 		if old.Namespace == "" {
 			old.Namespace = req.Namespace
 		}
+	}
+	env := policy.Env{
+		Policy: active.Policy, Now: h.now(), Nodes: h.nodes(), Context: ctx,
+		Requester:     &policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups},
+		HideNodeNames: !Authenticated(ctx),
+	}
+	if old != nil {
+		env.PreviousAnnotations = old.Annotations
+	}
+	// A large placement waits for the heavy lane, so that a flood of them
+	// (dry-runs cost the same) queues behind itself, not in front of
+	// ordinary DaemonSets.
+	release, err := h.heavy.enter(ctx, env.PredictionWork(ds))
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	}
+	defer release()
+	findings := policy.Evaluate(ds, env)
+
+	if old != nil {
 		switch {
 		case ds.DeletionTimestamp != nil:
 			// Finalizer removal on a DaemonSet being deleted must never
@@ -170,6 +190,11 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 			// the answer: a deny to ratchet.
 			findings = ratchet(findings, policy.Evaluate(old, env))
 		}
+	}
+	if ctx.Err() != nil {
+		// The API server gave up: the findings may be incomplete, and
+		// nobody waits for them.
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("the request ended before dsguard finished: %w", ctx.Err()))
 	}
 	if h.failsOpen(req.Namespace) {
 		findings = capFindings(findings, policy.ActionWarn, "namespace "+req.Namespace+" fails open")

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -21,6 +23,7 @@ import (
 func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 	tests := []struct {
 		name        string
+		policy      string
 		noPolicy    bool
 		req         func(t *testing.T) admission.Request
 		allowed     bool
@@ -30,11 +33,19 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 		auditHasKey string
 	}{
 		{
-			name: "a deny becomes a warning in calico-system",
+			name: "a deny becomes a warning in calico-system (the built-in policy warns there too)",
 			req: func(t *testing.T) admission.Request {
 				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("calico-system")), nil)
 			},
-			allowed: true, code: http.StatusOK, warningHas: "(namespace calico-system fails open)", wantResult: "warned",
+			allowed: true, code: http.StatusOK, warningHas: "control-plane-toleration: no toleration", wantResult: "warned",
+		},
+		{
+			name:   "a deny becomes a warning in kube-flannel even when the policy would deny there",
+			policy: "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nnamespaceEnforcement: []\n",
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("kube-flannel")), nil)
+			},
+			allowed: true, code: http.StatusOK, warningHas: "(namespace kube-flannel fails open)", wantResult: "warned",
 		},
 		{
 			name:     "no policy loaded yet: admitted with a warning in calico-system",
@@ -70,7 +81,7 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, _, m := newTestHandler(t, "")
+			h, _, m := newTestHandler(t, tt.policy)
 			if tt.noPolicy {
 				h.source = clusterview.NewPolicySource(nil)
 			}
@@ -148,5 +159,74 @@ func TestDaemonSetHandler_ForgedRequestsDoNotMoveAlertMetrics(t *testing.T) {
 	h.Handle(authed, bypass)
 	if got := testutil.ToFloat64(m.Bypasses); got != 1 {
 		t.Errorf("an authenticated bypass: dsguard_bypass_total = %v, want 1", got)
+	}
+}
+
+// TestDaemonSetHandler_NodeNamesOnlyToAuthenticatedCallers: a verdict names
+// the skipped nodes only to a caller with a verified client certificate; any
+// other caller learns how many, not which.
+func TestDaemonSetHandler_NodeNamesOnlyToAuthenticatedCallers(t *testing.T) {
+	h, _, _ := newTestHandler(t, "")
+	cp := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-secret-name", Labels: map[string]string{
+		"node-role.kubernetes.io/control-plane": "", "kubernetes.io/os": "linux", "kubernetes.io/hostname": "cp-secret-name"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}}
+	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
+	snap := coverage.NewNodeSnapshot([]*corev1.Node{cp, worker})
+	h.nodes = func() *coverage.NodeSnapshot { return snap }
+	req := request(t, admissionv1.Create, compliantDS(noTolerations), nil)
+
+	anonymous := h.Handle(t.Context(), req)
+	if anonymous.Allowed || strings.Contains(anonymous.Result.Message, "cp-secret-name") ||
+		!strings.Contains(anonymous.Result.Message, "skips 1 node (1 of 2 nodes)") {
+		t.Errorf("unauthenticated caller: want a deny that counts the node without naming it, got:\n%s", anonymous.Result.Message)
+	}
+	authed := h.Handle(context.WithValue(t.Context(), authenticatedKey{}, true), req)
+	if authed.Allowed || !strings.Contains(authed.Result.Message, "skips cp-secret-name (1 of 2 nodes)") {
+		t.Errorf("authenticated caller: want the node named, got:\n%s", authed.Result.Message)
+	}
+}
+
+// TestDaemonSetHandler_ExemptionGate: the request's user decides whether an
+// exemption it adds takes effect.
+func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
+	h, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nexemptions:\n  allowedGroups: [platform-team]\n")
+	exempted := compliantDS(noTolerations, exempt("control-plane-toleration", "migrating; expires=2026-12-31"))
+	req := request(t, admissionv1.Create, exempted, nil)
+	if resp := h.Handle(t.Context(), req); resp.Allowed ||
+		!strings.Contains(strings.Join(resp.Warnings, "\n"), "alice may not grant it: only members of platform-team may") {
+		t.Errorf("alice (not in platform-team): want the deny to stand and a warning why, got allowed=%v warnings=%q", resp.Allowed, resp.Warnings)
+	}
+	req.UserInfo.Groups = append(req.UserInfo.Groups, "platform-team")
+	if resp := h.Handle(t.Context(), req); !resp.Allowed || resp.AuditAnnotations["control-plane-toleration"] == "" {
+		t.Errorf("a platform-team member: want admitted with the exemption recorded, got allowed=%v audit=%v", resp.Allowed, resp.AuditAnnotations)
+	}
+	// A later UPDATE by someone else that keeps the exemption as it is.
+	update := request(t, admissionv1.Update, compliantDS(noTolerations, latestImage, exempt("control-plane-toleration", "migrating; expires=2026-12-31")), exempted)
+	if resp := h.Handle(t.Context(), update); !resp.Allowed {
+		t.Errorf("an UPDATE that leaves the granted exemption unchanged: want admitted, got %s", resp.Result.Message)
+	}
+}
+
+func TestHeavyLane(t *testing.T) {
+	l := newHeavyLane(1)
+	release, err := l.enter(t.Context(), HeavyWork+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.enter(t.Context(), HeavyWork); err != nil {
+		t.Fatalf("light work must pass while the lane is full: %v", err)
+	} else {
+		r()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.enter(ctx, HeavyWork+1); err == nil {
+		t.Fatal("heavy work entered a full lane")
+	}
+	release()
+	if r, err := l.enter(t.Context(), HeavyWork+1); err != nil {
+		t.Fatalf("after release: %v", err)
+	} else {
+		r()
 	}
 }

@@ -244,7 +244,7 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 		{
 			name: "an exempted finding becomes an audit annotation",
 			req: func(t *testing.T) admission.Request {
-				return request(t, admissionv1.Create, compliantDS(noTolerations, exempt("control-plane-toleration", "control plane runs its own exporter")), nil)
+				return request(t, admissionv1.Create, compliantDS(noTolerations, exempt("control-plane-toleration", "control plane runs its own exporter; expires=2026-12-31")), nil)
 			},
 			allowed: true, code: http.StatusOK,
 			audit: map[string]string{"control-plane-toleration": "no toleration for node-role.kubernetes.io/control-plane:NoSchedule: " +

@@ -13,6 +13,8 @@ type Metrics struct {
 	Bypasses  prometheus.Counter
 	// ConnectionsEvicted counts connections closed at the connection cap.
 	ConnectionsEvicted prometheus.Counter
+	// HeavyWaiting is the number of large evaluations waiting for the heavy lane.
+	HeavyWaiting prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -35,6 +37,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_webhook_connections_evicted_total",
 		Help: "Connections to the webhook port closed at the connection cap (--max-connections) before they delivered a whole request: a sign of slow or abusive clients.",
 	})
-	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted)
+	m.HeavyWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dsguard_heavy_evaluations_waiting",
+		Help: "DaemonSet reviews with a large placement waiting for their turn: large placements are judged a few at a time, so that they never delay ordinary ones.",
+	})
+	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.HeavyWaiting)
 	return m
 }

@@ -478,7 +478,7 @@ func TestParseConfigMinimalIsDefault(t *testing.T) {
 	if cfg.Enforcement != policy.EnforcementEnforce {
 		t.Errorf("enforcement = %q, want enforce", cfg.Enforcement)
 	}
-	wantNS := []policy.NamespaceEnforcementConfig{{Namespaces: []string{"kube-system"}, Enforcement: policy.EnforcementWarn}}
+	wantNS := []policy.NamespaceEnforcementConfig{{Namespaces: policy.InfrastructureNamespaces, Enforcement: policy.EnforcementWarn}}
 	if !reflect.DeepEqual(cfg.NamespaceEnforcement, wantNS) {
 		t.Errorf("namespaceEnforcement = %+v, want %+v", cfg.NamespaceEnforcement, wantNS)
 	}

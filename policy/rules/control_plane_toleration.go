@@ -76,10 +76,19 @@ var controlPlaneTolerationRule = policy.WithReportedTaints(policy.NewRule(policy
 	Why: "A DaemonSet skips every node whose NoSchedule or NoExecute taint it does not tolerate. " +
 		"Without a toleration for node-role.kubernetes.io/control-plane:NoSchedule a node agent " +
 		"(log shipper, node-exporter, security sensor) never runs on the control-plane nodes, and " +
-		"desiredNumberScheduled silently excludes them, so counter-based alerts stay green.",
+		"desiredNumberScheduled silently excludes them, so counter-based alerts stay green. " +
+		"A DaemonSet whose placement genuinely excludes the tainted nodes is left alone: its nodeName, " +
+		"nodeSelector and required node affinity must select none of them. With live nodes that is judged " +
+		"against the nodes that carry the taint; offline, or when no node carries it, against model " +
+		"control-plane nodes (labels node-role.kubernetes.io/control-plane: \"\", kubernetes.io/os: linux, " +
+		"kubernetes.io/arch amd64 and arm64, a hostname, and the taint's key with its value). So a " +
+		"Windows-only DaemonSet is left alone, while NotIn [fargate], DoesNotExist of an unrelated label " +
+		"or kubernetes.io/hostname Exists select those nodes and do not silence the rule. The " +
+		"coverage.dsguard.io/intended annotation does not lower this rule; only an expiring exemption does.",
 	Remediation: "Add a toleration for each listed taint to spec.template.spec.tolerations " +
-		"(for example {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}), " +
-		"or declare the gap with the coverage.dsguard.io/intended annotation.",
+		"(for example {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}); " +
+		"if the DaemonSet must not run there, exclude those nodes in its required node affinity " +
+		"(node-role.kubernetes.io/control-plane DoesNotExist) or add an exemption with an expiry.",
 	DefaultAction: policy.ActionDeny,
 	Exemptible:    true,
 	Params: []policy.ParamDoc{{
@@ -90,7 +99,12 @@ var controlPlaneTolerationRule = policy.WithReportedTaints(policy.NewRule(policy
 }, defaultControlPlaneTolerationParams, checkControlPlaneToleration), reportedTaints)
 
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *ControlPlaneTolerationParams) []policy.Finding {
-	untolerated := untoleratedRequiredTaints(&ds.Spec.Template.Spec, p)
+	var untolerated []TaintConfig
+	for _, t := range untoleratedTaints(&ds.Spec.Template.Spec, p) {
+		if aimsAt(ds, t, env) {
+			untolerated = append(untolerated, t)
+		}
+	}
 	if len(untolerated) == 0 {
 		return nil
 	}
@@ -103,7 +117,7 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *Contr
 	skips := "skips every node with that taint"
 	if cov := env.Coverage(ds); cov != nil {
 		if names := nodesSkippedFor(cov, untolerated); len(names) > 0 {
-			skips = "skips " + namesList(names, nodesNamed) + " (" + ofNodes(len(names), cov.Total) + ")"
+			skips = "skips " + env.DescribeNodes(names, nodesNamed) + " (" + ofNodes(len(names), cov.Total) + ")"
 		}
 	}
 	f := policy.Finding{
@@ -119,35 +133,36 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *Contr
 		f.Message = fmt.Sprintf("no toleration for %s: no node carries it today, but such nodes would be skipped",
 			strings.Join(missing, ", "))
 	}
-	if reason, ok := policy.IntendedCoverage(ds.Annotations); ok {
-		f.Action = policy.ActionAudit
-		f.Message = fmt.Sprintf("skips nodes tainted %s, as intended: %s", strings.Join(missing, ", "), reason)
-	}
 	return []policy.Finding{f}
 }
 
-// untoleratedRequiredTaints returns the configured taints a daemon Pod of
-// spec would not tolerate, leaving out DaemonSets that deliberately target a
-// subset: pinned to one node, or narrowed by labels other than OS and
-// architecture (node-coverage judges those against the live nodes).
-func untoleratedRequiredTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationParams) []TaintConfig {
-	if spec.NodeName != "" {
-		return nil
-	}
+// untoleratedTaints returns the configured taints a daemon Pod of spec would
+// not tolerate.
+func untoleratedTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationParams) []TaintConfig {
 	var out []TaintConfig
 	for _, t := range p.Taints {
-		// Selecting on the taint's own key (nodeSelector
-		// node-role.kubernetes.io/control-plane: "") aims at exactly the
-		// tainted nodes, so the toleration matters all the more.
-		if narrowsPlacement(spec, t.Key) {
-			continue
-		}
 		taint := t.taint()
 		if !coverage.ToleratedByDaemonPod(spec, &taint) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// aimsAt reports whether ds's placement (nodeName, nodeSelector, required
+// node affinity) selects nodes that carry t: the live nodes that carry it
+// when there are some, otherwise model nodes labelled like them. A
+// placement too large to judge counts as aiming at them, so that size is
+// never a way out.
+func aimsAt(ds *appsv1.DaemonSet, t TaintConfig, env *policy.Env) bool {
+	spec := &ds.Spec.Template.Spec
+	if env.PlacementTooLarge(ds) != "" {
+		return true
+	}
+	if env.Nodes != nil && env.Nodes.HasTaint(t.Key, t.Value, t.Effect) {
+		return env.Nodes.ReachesTaint(spec, t.Key, t.Value, t.Effect)
+	}
+	return coverage.ReachesAny(spec, coverage.ModelTaintedNodes(t.Key, t.Value))
 }
 
 // nodesSkippedFor returns the nodes the prediction skips for one of taints.
@@ -166,7 +181,9 @@ func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig) []string {
 // reportedTaints are the taints whose skipped nodes this rule's finding names,
 // so that node-coverage does not report the same nodes again.
 func reportedTaints(ds *appsv1.DaemonSet, p *ControlPlaneTolerationParams) []corev1.Taint {
-	return taintsOf(untoleratedRequiredTaints(&ds.Spec.Template.Spec, p))
+	// A taint the placement does not aim at has no skipped nodes to report
+	// twice, so every untolerated taint can be claimed.
+	return taintsOf(untoleratedTaints(&ds.Spec.Template.Spec, p))
 }
 
 // taintsOf turns configured taints into patterns for MatchesAnyTaint (an
@@ -179,14 +196,6 @@ func taintsOf(taints []TaintConfig) []corev1.Taint {
 	return out
 }
 
-// namesList joins names, at most limit of them, then "and N more".
-func namesList(names []string, limit int) string {
-	if len(names) <= limit {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
-}
-
 func tolerationHint(taints []TaintConfig, missing []string) string {
 	var parts []string
 	for _, t := range taints {
@@ -197,49 +206,4 @@ func tolerationHint(taints []TaintConfig, missing []string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// narrowsPlacement reports whether the template deliberately selects a subset
-// of nodes: by a label other than OS, architecture or taintKey in its
-// nodeSelector, or in every term of its required node affinity (the terms
-// are ORed, so one unrestricted term reaches every node). Selecting the
-// taint's own key with In or Exists aims at the tainted nodes and is not a
-// way out; NotIn or DoesNotExist on it steers clear of them deliberately.
-func narrowsPlacement(spec *corev1.PodSpec, taintKey string) bool {
-	for k := range spec.NodeSelector {
-		if !coverage.IsOSArchLabel(k) && k != taintKey {
-			return true
-		}
-	}
-	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return false
-	}
-	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) == 0 {
-		return false
-	}
-	for _, term := range terms {
-		if !termNarrows(&term, taintKey) {
-			return false
-		}
-	}
-	return true
-}
-
-// termNarrows reports whether one node selector term reaches only some
-// nodes. An empty term matches no node at all.
-func termNarrows(term *corev1.NodeSelectorTerm, taintKey string) bool {
-	if len(term.MatchFields) > 0 || len(term.MatchExpressions) == 0 {
-		return true
-	}
-	for _, req := range term.MatchExpressions {
-		switch {
-		case coverage.IsOSArchLabel(req.Key):
-		case req.Key == taintKey && (req.Operator == corev1.NodeSelectorOpIn || req.Operator == corev1.NodeSelectorOpExists):
-		default:
-			return true
-		}
-	}
-	return false
 }

@@ -450,14 +450,82 @@ func TestEvaluateExemptions(t *testing.T) {
 		exempted    string
 		// invalid is whether invalid-annotation reports the exemption.
 		invalid bool
+		// requester and previous are the admission request's user and the
+		// stored object's annotations.
+		requester *policy.Requester
+		previous  map[string]string
 	}{{
 		name: "no exemption",
 		want: policy.ActionDeny,
 	}, {
-		name:        "valid exemption",
+		name:        "no expiry: void for a deny rule",
 		annotations: map[string]string{key: "control-plane nodes are scraped by the cloud provider"},
+		want:        policy.ActionDeny,
+		invalid:     true,
+	}, {
+		name:        "expiry further than maxExemptionDays: void",
+		annotations: map[string]string{key: "migrating; expires=2026-06-14"},
+		want:        policy.ActionDeny,
+		invalid:     true,
+	}, {
+		name:        "expiry exactly maxExemptionDays away",
+		annotations: map[string]string{key: "migrating; expires=2026-06-13"},
 		want:        policy.ActionAudit,
-		exempted:    "control-plane nodes are scraped by the cloud provider",
+		exempted:    "migrating",
+	}, {
+		name:        "a longer maxExemptionDays from the policy",
+		policy:      "exemptions: {maxExemptionDays: 365}\n",
+		annotations: map[string]string{key: "migrating; expires=2027-01-01"},
+		want:        policy.ActionAudit,
+		exempted:    "migrating",
+	}, {
+		name:        "a rule lowered to warn takes an exemption without expiry",
+		policy:      "rules:\n  control-plane-toleration: {action: warn}\n",
+		annotations: map[string]string{key: "we know"},
+		want:        policy.ActionAudit,
+		exempted:    "we know",
+	}, {
+		name:        "namespace outside allowedNamespaces: void",
+		policy:      "exemptions: {allowedNamespaces: [platform-*]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-04-01"},
+		want:        policy.ActionDeny,
+		invalid:     true,
+	}, {
+		name:        "requester outside allowedGroups adds it: void",
+		policy:      "exemptions: {allowedGroups: [platform-team]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-04-01"},
+		requester:   &policy.Requester{Username: "mallory", Groups: []string{"system:authenticated", "team-a"}},
+		want:        policy.ActionDeny,
+		invalid:     true,
+	}, {
+		name:        "requester in allowedGroups",
+		policy:      "exemptions: {allowedGroups: [platform-team]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-04-01"},
+		requester:   &policy.Requester{Username: "pat", Groups: []string{"system:authenticated", "platform-team"}},
+		want:        policy.ActionAudit,
+		exempted:    "migrating",
+	}, {
+		name:        "an UPDATE that leaves a granted exemption unchanged keeps it",
+		policy:      "exemptions: {allowedGroups: [platform-team]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-04-01"},
+		previous:    map[string]string{key: "migrating; expires=2026-04-01"},
+		requester:   &policy.Requester{Username: "ci-bot", Groups: []string{"system:serviceaccounts"}},
+		want:        policy.ActionAudit,
+		exempted:    "migrating",
+	}, {
+		name:        "an UPDATE that extends it by someone else: void",
+		policy:      "exemptions: {allowedGroups: [platform-team]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-05-01"},
+		previous:    map[string]string{key: "migrating; expires=2026-04-01"},
+		requester:   &policy.Requester{Username: "mallory", Groups: []string{"team-a"}},
+		want:        policy.ActionDeny,
+		invalid:     true,
+	}, {
+		name:        "offline (no requester) the group gate is not applied",
+		policy:      "exemptions: {allowedGroups: [platform-team]}\n",
+		annotations: map[string]string{key: "migrating; expires=2026-04-01"},
+		want:        policy.ActionAudit,
+		exempted:    "migrating",
 	}, {
 		name:        "expires in the future",
 		annotations: map[string]string{key: "migrating to v2 (OPS-123); expires=2026-04-01"},
@@ -502,7 +570,7 @@ func TestEvaluateExemptions(t *testing.T) {
 	}, {
 		name:        "exemption under enforcement warn",
 		policy:      "enforcement: warn\n",
-		annotations: map[string]string{key: "we know"},
+		annotations: map[string]string{key: "we know; expires=2026-04-01"},
 		want:        policy.ActionAudit,
 		exempted:    "we know",
 	}}
@@ -511,7 +579,7 @@ func TestEvaluateExemptions(t *testing.T) {
 			p := mustParsePolicy(t, tt.policy)
 			ds := nodeExporterDaemonSet()
 			ds.Annotations = tt.annotations
-			fs := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow})
+			fs := policy.Evaluate(ds, policy.Env{Policy: p, Now: evalNow, Requester: tt.requester, PreviousAnnotations: tt.previous})
 			var cpt *policy.Finding
 			for i := range fs {
 				if fs[i].RuleID == controlPlaneTolerationID {

@@ -66,7 +66,11 @@ func TestCheckInvalidAnnotation(t *testing.T) {
 			annotations: map[string]string{exemptPrivileged: "the CNI installer writes iptables rules"},
 			want:        one(exemptPrivileged, "the policy forbids exemptions from privileged, so this one is ignored")},
 		{name: "other rules stay exemptible when one is forbidden", policy: forbidding,
-			annotations: map[string]string{exemptCP: "workers only"}},
+			annotations: map[string]string{exemptCP: "workers only; expires=2026-07-01"}},
+		{name: "an exemption from a deny rule without expiry", annotations: map[string]string{exemptCP: "workers only"},
+			want: one(exemptCP, "exemption from deny rule control-plane-toleration has no expiry, so it is void")},
+		{name: "an exemption from a deny rule ending too late", annotations: map[string]string{exemptCP: "workers only; expires=2027-01-01"},
+			want: one(exemptCP, "expires on 2027-01-01, more than 90 days away, so it is void: the latest allowed expiry is 2026-08-30")},
 		{name: "non-exemptible rule", annotations: map[string]string{policy.ExemptionAnnotationPrefix + invalidAnnotationID: "noise"},
 			want: one(policy.ExemptionAnnotationPrefix+invalidAnnotationID, "rule invalid-annotation cannot be exempted")},
 		{name: "empty intended coverage", annotations: map[string]string{policy.IntendedCoverageAnnotation: ""},
@@ -125,8 +129,9 @@ func TestEvaluate_Exemptions(t *testing.T) {
 		wantExempted string
 		wantInvalid  string // fragment of the invalid-annotation message, "" for none
 	}{
-		{name: "valid without expiry", value: reason, wantAction: policy.ActionAudit, wantExempted: reason},
-		{name: "valid until a future day", value: reason + "; expires=2026-12-31", wantAction: policy.ActionAudit, wantExempted: reason},
+		{name: "without expiry: void", value: reason, wantAction: policy.ActionDeny, wantInvalid: "has no expiry, so it is void"},
+		{name: "valid until a day within 90 days", value: reason + "; expires=2026-08-30", wantAction: policy.ActionAudit, wantExempted: reason},
+		{name: "until a day past 90 days: void", value: reason + "; expires=2026-08-31", wantAction: policy.ActionDeny, wantInvalid: "more than 90 days away"},
 		{name: "expired", value: reason + "; expires=2026-01-31", wantAction: policy.ActionDeny, wantInvalid: "expired on 2026-01-31"},
 		{name: "empty reason", value: "; expires=2026-12-31", wantAction: policy.ActionDeny, wantInvalid: "the reason is empty"},
 		{name: "malformed expiry", value: reason + "; expires=soon", wantAction: policy.ActionDeny, wantInvalid: `expiry "soon"`},

@@ -62,7 +62,10 @@ var nodeCoverageRule = policy.NewRule(policy.Rule{
 		"needs that node's logs or metrics. A DaemonSet whose selectors pick nodes that all carry such a " +
 		"taint runs nowhere at all. Nodes skipped for their operating system or architecture, and taints " +
 		"nodes carry while joining or leaving (not-ready, unreachable, uninitialized, autoscaler deletion), " +
-		"are expected and never reported.",
+		"are expected and never reported. The coverage.dsguard.io/intended annotation declares a deliberate " +
+		"placement: it turns the warning for skipped nodes into an audit record, but never lowers the deny for " +
+		"a DaemonSet that runs on no node, and it obeys the policy's exemption gate (exemptions.allowedGroups " +
+		"and allowedNamespaces) like an exemption.",
 	Remediation: "Tolerate the taints of the nodes the DaemonSet must cover, or declare the gap with the " +
 		"coverage.dsguard.io/intended annotation.",
 	DefaultAction: policy.ActionDeny,
@@ -101,14 +104,14 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *policy.Env, p *NodeCoveragePar
 	}
 	// Every node the selectors pick is eligible or skipped for a taint.
 	selectorMatched := cov.Eligible + cov.Skipped(coverage.SkipTaint)
-	reason, intended := policy.IntendedCoverage(ds.Annotations)
+	reason, _, intended := env.IntendedCoverage(ds)
 	var out []policy.Finding
 	switch {
 	case cov.Eligible == 0 && len(all) > 0:
 		f := policy.Finding{
 			Field: tolerations,
 			Message: fmt.Sprintf("runs on no node: its selectors pick %s, and every one has an untolerated taint: %s",
-				plural(selectorMatched, "node"), describeSkips(all)),
+				plural(selectorMatched, "node"), describeSkips(env, all)),
 			Remediation: "tolerate the taints of the nodes this DaemonSet must run on.",
 		}
 		if !p.DenyAtZero {
@@ -127,13 +130,13 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *policy.Env, p *NodeCoveragePar
 		out = append(out, policy.Finding{
 			Action:  policy.ActionAudit,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(coverage.NodesIn(gaps), cov.Total), reason, describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s, as intended (%s): %s", ofNodes(coverage.NodesIn(gaps), cov.Total), reason, describeSkips(env, gaps)),
 		})
 	case len(gaps) > 0:
 		out = append(out, policy.Finding{
 			Action:  policy.ActionWarn,
 			Field:   tolerations,
-			Message: fmt.Sprintf("skips %s: %s", ofNodes(coverage.NodesIn(gaps), cov.Total), describeSkips(gaps)),
+			Message: fmt.Sprintf("skips %s: %s", ofNodes(coverage.NodesIn(gaps), cov.Total), describeSkips(env, gaps)),
 			Remediation: "tolerate these taints, or annotate the DaemonSet with coverage.dsguard.io/intended " +
 				"saying why it skips these nodes.",
 		})
@@ -177,10 +180,10 @@ func ofNodes(n, total int) string {
 	return fmt.Sprintf("%d of %d nodes", n, total)
 }
 
-func describeSkips(skips []coverage.Skip) string {
+func describeSkips(env *policy.Env, skips []coverage.Skip) string {
 	parts := make([]string, len(skips))
 	for i, s := range skips {
-		parts[i] = s.Describe(nodesNamed)
+		parts[i] = env.DescribeSkip(s, nodesNamed)
 	}
 	return strings.Join(parts, "; ")
 }

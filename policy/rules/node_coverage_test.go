@@ -123,12 +123,10 @@ func TestCheckNodeCoverage(t *testing.T) {
 			nodes: cluster, params: defaults,
 			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn, prefix: "skips 2 of 7 nodes: " + gpuGap,
 				absent: []string{"cp-1", cpKey}}}},
-		{name: "a DaemonSet that narrows placement is left to node-coverage",
+		{name: "an exclusion (NotIn) still reaches the control plane: control-plane-toleration reports it, not node-coverage",
 			ds: testobj.DS(testobj.WithTolerations(), tolerateGPU, testobj.WithRequiredNodeAffinity(
 				testobj.NodeTerm(testobj.NodeReq(poolLabel, corev1.NodeSelectorOpNotIn, "windows")))),
-			nodes: cluster, params: defaults,
-			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn,
-				prefix: "skips 1 of 7 nodes: taint " + cpTaint + " not tolerated (cp-1)"}}},
+			nodes: cluster, params: defaults},
 
 		{name: "empty node set: no finding", ds: testobj.DS(testobj.WithTolerations(), onGPUPool), nodes: snapshotOf(), params: defaults},
 		{name: "a single node", ds: testobj.DS(testobj.WithTolerations()), nodes: snapshotOf(testobj.Node("gpu-1", testobj.NodeTaints(gpuTaint))),
@@ -238,7 +236,7 @@ func TestEvaluate_NodeCoverage(t *testing.T) {
 			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool),
 			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn, prefix: "runs on no node"}}},
 		{name: "zero coverage, exempted: audit",
-			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool, testobj.WithAnnotation(policy.ExemptionAnnotationPrefix+nodeCoverageID, "GPU pool migration")),
+			ds:   testobj.DS(testobj.WithTolerations(), onGPUPool, testobj.WithAnnotation(policy.ExemptionAnnotationPrefix+nodeCoverageID, "GPU pool migration; expires=2026-07-01")),
 			want: []wantFinding{{field: tolerationsField, action: policy.ActionAudit, prefix: "runs on no node"}}},
 		{name: "selector matching no node: warn", ds: testobj.DS(testobj.WithNodeSelector(map[string]string{poolLabel: "fpga"})),
 			want: []wantFinding{{field: podSpecField, action: policy.ActionWarn, prefix: "runs on no node today"}}},

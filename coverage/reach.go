@@ -1,0 +1,154 @@
+package coverage
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// PlacementSize measures a pod spec's required node placement: what a
+// prediction evaluates per node.
+type PlacementSize struct {
+	// Terms are the node selector terms of the required node affinity.
+	Terms int
+	// Requirements are the match expressions and match fields of all terms,
+	// plus one per nodeSelector entry: the tests made per node.
+	Requirements int
+	// Values are the values of all requirements.
+	Values int
+}
+
+// SizeOf measures spec's nodeSelector and required node affinity.
+func SizeOf(spec *corev1.PodSpec) PlacementSize {
+	s := PlacementSize{Requirements: len(spec.NodeSelector)}
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return s
+	}
+	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	s.Terms = len(terms)
+	for i := range terms {
+		for _, reqs := range [][]corev1.NodeSelectorRequirement{terms[i].MatchExpressions, terms[i].MatchFields} {
+			s.Requirements += len(reqs)
+			for j := range reqs {
+				s.Values += len(reqs[j].Values)
+			}
+		}
+	}
+	return s
+}
+
+// NodesExamined is how many placement decisions a prediction of spec makes
+// on the snapshot: one per class of nodes, or one per node when the placement
+// looks at a node's name or a per-node label.
+func (s *NodeSnapshot) NodesExamined(spec *corev1.PodSpec) int {
+	if spec.NodeName != "" || s.looksAtNodeIdentity(spec) {
+		return s.total
+	}
+	return len(s.classes)
+}
+
+// ReachesTaint reports whether spec's nodeName, nodeSelector and required
+// node affinity select at least one node of the snapshot that carries the
+// taint (key and effect, and value unless value is empty). Tolerations play no
+// part: the question is where the placement aims, not where Pods land.
+func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, effect corev1.TaintEffect) bool {
+	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
+	perNode := spec.NodeName != "" || s.looksAtNodeIdentity(spec)
+	for i := range s.classes {
+		class := &s.classes[i]
+		if !carriesTaint(class.node.Spec.Taints, key, value, effect) {
+			continue
+		}
+		node := class.node
+		if !perNode {
+			if ok, _ := affinity.Match(&node); ok {
+				return true
+			}
+			continue
+		}
+		labels := make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
+		for k, v := range node.Labels {
+			labels[k] = v
+		}
+		node.Labels = labels
+		for _, m := range class.members {
+			if spec.NodeName != "" && spec.NodeName != m.name {
+				continue
+			}
+			node.Name = m.name
+			for j, k := range s.perNodeKeys {
+				if m.perNode[j].present {
+					labels[k] = m.perNode[j].value
+				} else {
+					delete(labels, k)
+				}
+			}
+			if ok, _ := affinity.Match(&node); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func carriesTaint(taints []corev1.Taint, key, value string, effect corev1.TaintEffect) bool {
+	for _, t := range taints {
+		if t.Key == key && t.Effect == effect && (value == "" || t.Value == value) {
+			return true
+		}
+	}
+	return false
+}
+
+// The role labels (and taint keys) of control-plane nodes.
+const (
+	controlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
+	masterRoleLabel       = "node-role.kubernetes.io/master"
+)
+
+// ModelNodeName is the name and hostname of the model nodes.
+const ModelNodeName = "model-control-plane"
+
+// ModelTaintedNodes are stand-ins for the nodes that carry a taint, for
+// judging a placement when no live node carries it (offline, or a managed
+// control plane): Linux nodes of both common architectures with a hostname,
+// with the taint's own key and value as a label (as nodes dedicated by a
+// taint usually are), and for the control-plane taint the control-plane
+// role label. A placement that reaches none of them excludes such nodes;
+// NotIn or DoesNotExist of an unrelated label, or hostname Exists, reaches
+// them.
+func ModelTaintedNodes(key, value string) []*corev1.Node {
+	var out []*corev1.Node
+	for _, arch := range []string{"amd64", "arm64"} {
+		labels := map[string]string{
+			corev1.LabelOSStable:      "linux",
+			corev1.LabelArchStable:    arch,
+			"beta.kubernetes.io/os":   "linux",
+			"beta.kubernetes.io/arch": arch,
+			corev1.LabelHostname:      ModelNodeName,
+		}
+		labels[key] = value
+		if key == controlPlaneRoleLabel || key == masterRoleLabel {
+			labels[controlPlaneRoleLabel] = ""
+		}
+		n := &corev1.Node{}
+		n.Name, n.Labels = ModelNodeName, labels
+		out = append(out, n)
+	}
+	return out
+}
+
+// ReachesAny reports whether spec's nodeName, nodeSelector and required
+// node affinity select one of nodes.
+func ReachesAny(spec *corev1.PodSpec, nodes []*corev1.Node) bool {
+	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
+	for _, n := range nodes {
+		if spec.NodeName != "" && spec.NodeName != n.Name {
+			continue
+		}
+		if ok, _ := affinity.Match(n); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,79 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/coverage"
+)
+
+// Limits on the placement dsguard judges. A DaemonSet's required node
+// affinity may hold thousands of terms within the API server's size limits,
+// and a prediction tests every term against every node (or class of nodes):
+// unbounded, one object costs seconds of CPU on every request, dry-runs
+// included. Beyond these limits dsguard does not predict at all and the
+// placement-size rule denies, in milliseconds.
+const (
+	// MaxAffinityTerms caps the node selector terms of a placement.
+	MaxAffinityTerms = 1000
+	// MaxAffinityValues caps the values of all its requirements.
+	MaxAffinityValues = 10000
+	// MaxPredictionWork caps requirements × placement decisions (nodes, or
+	// classes of nodes, examined): about 100 ms of CPU.
+	MaxPredictionWork = 500_000
+)
+
+// PlacementTooLarge says why ds's placement is too large to judge, "" when
+// it is not: too many terms or values, or, with nodes, too much work for
+// the nodes it would be tested against.
+func (env *Env) PlacementTooLarge(ds *appsv1.DaemonSet) string {
+	spec := &ds.Spec.Template.Spec
+	size := coverage.SizeOf(spec)
+	switch {
+	case size.Terms > MaxAffinityTerms:
+		return fmt.Sprintf("affinity too large to judge: %d terms; limit %d", size.Terms, MaxAffinityTerms)
+	case size.Values > MaxAffinityValues:
+		return fmt.Sprintf("affinity too large to judge: %d values; limit %d", size.Values, MaxAffinityValues)
+	}
+	if env.Nodes == nil {
+		return ""
+	}
+	examined := env.Nodes.NodesExamined(spec)
+	if work := size.Requirements * examined; work > MaxPredictionWork {
+		return fmt.Sprintf("affinity too large to judge against %d nodes: %d requirements × %d node checks; limit %d",
+			env.Nodes.Len(), size.Requirements, examined, MaxPredictionWork)
+	}
+	return ""
+}
+
+// PredictionWork is the work a prediction of ds costs on env's nodes, in
+// requirements × placement decisions; 0 without nodes.
+func (env *Env) PredictionWork(ds *appsv1.DaemonSet) int {
+	if env.Nodes == nil {
+		return 0
+	}
+	spec := &ds.Spec.Template.Spec
+	return max(coverage.SizeOf(spec).Requirements, 1) * env.Nodes.NodesExamined(spec)
+}
+
+// DescribeNodes lists node names, at most limit of them and then "and N
+// more"; with HideNodeNames it only counts them.
+func (env *Env) DescribeNodes(names []string, limit int) string {
+	switch {
+	case env.HideNodeNames && len(names) == 1:
+		return "1 node"
+	case env.HideNodeNames:
+		return fmt.Sprintf("%d nodes", len(names))
+	case len(names) <= limit:
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
+}
+
+// DescribeSkip is a skip's reason followed by its nodes, as DescribeNodes
+// gives them.
+func (env *Env) DescribeSkip(s coverage.Skip, limit int) string {
+	return fmt.Sprintf("%s (%s)", s.Reason(), env.DescribeNodes(s.Nodes, limit))
+}

@@ -1,0 +1,158 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// DefaultMaxExemptionDays is how far away the expiry of an exemption from a
+// deny rule may lie by default.
+const DefaultMaxExemptionDays = 90
+
+// ExemptionsConfig says which exemption annotations take effect. The
+// DaemonSets a rule judges belong to the people the rule constrains: an
+// exemption they write themselves must end, and the policy may say who may
+// write one at all.
+type ExemptionsConfig struct {
+	// MaxExemptionDays is how far away (in days from today, UTC) the expiry
+	// of an exemption from a deny rule may lie. An exemption from a deny rule
+	// without an expiry, or with one further out, is void.
+	MaxExemptionDays int `yaml:"maxExemptionDays"`
+	// AllowedGroups, when not empty, are the groups whose members may add or
+	// change an exemption or an intended-coverage annotation. Empty: anyone.
+	AllowedGroups []string `yaml:"allowedGroups"`
+	// AllowedNamespaces, when not empty, are the namespaces (globs) where
+	// exemptions and intended-coverage annotations take effect. Empty: all.
+	AllowedNamespaces []string `yaml:"allowedNamespaces"`
+}
+
+func validateExemptions(c *ExemptionsConfig, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.MaxExemptionDays < 1 || c.MaxExemptionDays > 3650 {
+		errs = append(errs, field.Invalid(p.Child("maxExemptionDays"), c.MaxExemptionDays, "must be between 1 and 3650"))
+	}
+	for i, g := range c.AllowedGroups {
+		if g == "" {
+			errs = append(errs, field.Invalid(p.Child("allowedGroups").Index(i), g, "must not be empty"))
+		}
+	}
+	return append(errs, ValidateGlobs(c.AllowedNamespaces, p.Child("allowedNamespaces"))...)
+}
+
+// Requester is who asks for the change under admission.
+type Requester struct {
+	Username string
+	Groups   []string
+}
+
+// gateProblem says why the policy's exemption gate refuses the annotation
+// key on ds, "" when it lets it through. The namespace gate always applies;
+// the group gate needs the requester (admission only: offline and in the
+// audit it is not applied) and is not applied to an annotation the request
+// leaves unchanged, so that an exemption a permitted person granted survives
+// a rollout restart by someone else.
+func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
+	ex := &env.Policy.exemptions
+	ns := NamespaceOf(ds)
+	if len(ex.AllowedNamespaces) > 0 && !MatchAnyGlob(ex.AllowedNamespaces, ns) {
+		return fmt.Sprintf("the policy allows exemptions only in namespaces %s (exemptions.allowedNamespaces)",
+			strings.Join(ex.AllowedNamespaces, ", "))
+	}
+	if len(ex.AllowedGroups) == 0 || env.Requester == nil {
+		return ""
+	}
+	if prev, ok := env.PreviousAnnotations[key]; ok && prev == ds.Annotations[key] {
+		return ""
+	}
+	for _, g := range env.Requester.Groups {
+		if slices.Contains(ex.AllowedGroups, g) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s may not grant it: only members of %s may (exemptions.allowedGroups)",
+		env.Requester.Username, strings.Join(ex.AllowedGroups, ", "))
+}
+
+// Exemption returns the DaemonSet's exemption from rule id and whether it
+// takes effect; when it does not, problem says why ("" when there is no
+// exemption annotation at all).
+func (env *Env) Exemption(ds *appsv1.DaemonSet, id string) (e Exemption, problem string, active bool) {
+	key := ExemptionAnnotationPrefix + id
+	value, ok := ds.Annotations[key]
+	if !ok || env.Policy == nil {
+		return Exemption{}, "", false
+	}
+	rs, known := env.Policy.byID[id]
+	switch {
+	case !known:
+		return Exemption{}, fmt.Sprintf("exemption names unknown rule %q, so it exempts nothing", id), false
+	case !rs.rule.Exemptible:
+		return Exemption{}, fmt.Sprintf("rule %s cannot be exempted", id), false
+	case !rs.allowExemptions:
+		return Exemption{}, fmt.Sprintf("the policy forbids exemptions from %s, so this one is ignored", id), false
+	}
+	e, err := ParseExemption(value)
+	if err != nil {
+		return Exemption{}, fmt.Sprintf("exemption from %s is ignored: %v", id, err), false
+	}
+	if e.Expired(env.Now) {
+		return e, fmt.Sprintf("exemption from %s expired on %s and no longer applies", id, e.LastDay()), false
+	}
+	if rs.action == ActionDeny {
+		maxDays := env.Policy.exemptions.MaxExemptionDays
+		if e.Expires.IsZero() {
+			return e, fmt.Sprintf("exemption from deny rule %s has no expiry, so it is void: add \"; expires=YYYY-MM-DD\" "+
+				"at most %d days from today", id, maxDays), false
+		}
+		if latest := lastAllowedExpiry(env.Now, maxDays); e.Expires.After(latest) {
+			return e, fmt.Sprintf("exemption from deny rule %s expires on %s, more than %d days away, so it is void: "+
+				"the latest allowed expiry is %s", id, e.LastDay(), maxDays, latest.AddDate(0, 0, -1).Format(time.DateOnly)), false
+		}
+	}
+	if problem := env.gateProblem(ds, key); problem != "" {
+		return e, fmt.Sprintf("exemption from %s is void: %s", id, problem), false
+	}
+	return e, "", true
+}
+
+// lastAllowedExpiry is the latest Expires (the first instant an exemption
+// no longer holds) an exemption may have: the end of the day maxDays after
+// today, UTC.
+func lastAllowedExpiry(now time.Time, maxDays int) time.Time {
+	y, m, d := now.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).AddDate(0, 0, maxDays+1)
+}
+
+// LastDay is the last day the exemption holds, "" when it never expires.
+func (e Exemption) LastDay() string {
+	if e.Expires.IsZero() {
+		return ""
+	}
+	return e.Expires.AddDate(0, 0, -1).Format(time.DateOnly)
+}
+
+// IntendedCoverage returns the reason of the DaemonSet's
+// coverage.dsguard.io/intended annotation when it takes effect: not empty, and
+// allowed by the policy's exemption gate. When it does not, problem says why
+// ("" when there is no annotation at all).
+func (env *Env) IntendedCoverage(ds *appsv1.DaemonSet) (reason, problem string, ok bool) {
+	value, present := ds.Annotations[IntendedCoverageAnnotation]
+	if !present {
+		return "", "", false
+	}
+	reason = strings.TrimSpace(value)
+	if reason == "" {
+		return "", "intended-coverage annotation has no reason, so it is ignored", false
+	}
+	if env.Policy != nil {
+		if problem := env.gateProblem(ds, IntendedCoverageAnnotation); problem != "" {
+			return reason, "intended-coverage annotation is void: " + problem, false
+		}
+	}
+	return reason, "", true
+}
