@@ -6,10 +6,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestPolicyLoader_Apply(t *testing.T) {
@@ -47,6 +49,10 @@ func TestPolicyLoader_Apply(t *testing.T) {
 	if e := event(); !strings.Contains(e, "Normal PolicyLoaded") {
 		t.Errorf("event = %q", e)
 	}
+	// enforcement: warn is weaker than the baseline: said out loud.
+	if e := event(); !strings.Contains(e, "Warning WeakPolicy") || !strings.Contains(e, "enforcement is warn") {
+		t.Errorf("event = %q", e)
+	}
 
 	// A ConfigMap without the key keeps the good one.
 	l.apply(cm("3", map[string]string{"other": "x"}))
@@ -66,5 +72,59 @@ func TestPolicyLoader_Apply(t *testing.T) {
 	}
 	if asConfigMap(cache.DeletedFinalStateUnknown{Obj: cm("5", nil)}) == nil {
 		t.Error("tombstones must be unwrapped")
+	}
+}
+
+// TestPolicyLoader_Integrity: the last good policy is recorded on the
+// ConfigMap and served by a replica that starts on a broken one; a deleted
+// ConfigMap leaves the last good policy in force; a weak policy is counted.
+func TestPolicyLoader_Integrity(t *testing.T) {
+	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
+	const strict = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  readiness-probe: {action: deny}\n"
+	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: "7"},
+		Data: map[string]string{ref.Key: strict}}
+	c := fake.NewClientBuilder().WithObjects(stored.DeepCopy()).Build()
+
+	// Replica A loads the policy and records it.
+	a := &PolicyLoader{Ref: ref, Source: NewPolicySource(nil), Log: logr.Discard(), Client: c}
+	var cur corev1.ConfigMap
+	if err := c.Get(t.Context(), ref.NamespacedName(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	a.apply(&cur)
+	if err := c.Get(t.Context(), ref.NamespacedName(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	if cur.Annotations[LastGoodPolicyAnnotation] != strict {
+		t.Fatalf("the last good policy was not recorded: %v", cur.Annotations)
+	}
+
+	// Someone breaks the ConfigMap; replica B starts now.
+	cur.Data[ref.Key] = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"
+	m := NewPolicyMetrics(prometheus.NewRegistry())
+	b := &PolicyLoader{Ref: ref, Source: NewPolicySource(m), Log: logr.Discard(), Client: c}
+	b.apply(&cur)
+	active := b.Source.Current()
+	if active == nil || !strings.Contains(active.Origin, "last good policy") || b.Source.Degraded() == nil {
+		t.Fatalf("replica B: active %+v degraded %v; want the recorded policy, degraded", active, b.Source.Degraded())
+	}
+	if act, _ := active.Policy.RuleAction("readiness-probe"); act != "deny" {
+		t.Errorf("replica B serves readiness-probe %q, want the recorded deny", act)
+	}
+
+	// The ConfigMap is deleted: the last good policy stays, degraded.
+	a.deleted(&cur)
+	if got, _ := a.Source.Current().Policy.RuleAction("readiness-probe"); got != "deny" || a.Source.Degraded() == nil {
+		t.Errorf("after deletion: readiness-probe %q degraded %v; want the last good policy kept and degraded", got, a.Source.Degraded())
+	}
+
+	// A weak policy sets its gauge; a strict one clears it.
+	b.Source.Load([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass: {groups: [system:authenticated]}\n"), "weak")
+	if v := testutil.ToFloat64(m.PolicyWeakened.WithLabelValues("bypass-broad-group")); v != 1 {
+		t.Errorf("dsguard_policy_weakened{reason=bypass-broad-group} = %v, want 1", v)
+	}
+	b.Source.Load([]byte(strict), "strict")
+	if v := testutil.ToFloat64(m.PolicyWeakened.WithLabelValues("bypass-broad-group")); v != 0 {
+		t.Errorf("after a strict policy: dsguard_policy_weakened{reason=bypass-broad-group} = %v, want 0", v)
 	}
 }

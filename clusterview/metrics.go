@@ -1,6 +1,10 @@
 package clusterview
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dsguard/dsguard/policy"
+)
 
 // PolicyMetrics follow the loads of the policy. Labels are bounded: a fixed
 // set of results.
@@ -8,6 +12,9 @@ type PolicyMetrics struct {
 	PolicyReloads    *prometheus.CounterVec
 	PolicyGeneration prometheus.Gauge
 	PolicyDegraded   prometheus.Gauge
+	// PolicyWeakened is 1 per way the active policy is weaker than the
+	// built-in baseline (policy.WeaknessReasons), 0 otherwise.
+	PolicyWeakened *prometheus.GaugeVec
 }
 
 // NewPolicyMetrics creates the collectors and registers them with reg.
@@ -23,9 +30,16 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 		}),
 		PolicyDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dsguard_policy_degraded",
-			Help: "1 while the policy ConfigMap is invalid and an earlier policy (or the built-in defaults) is served.",
+			Help: "1 while the policy ConfigMap is invalid or deleted and an earlier policy (or the built-in defaults) is served.",
 		}),
+		PolicyWeakened: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dsguard_policy_weakened",
+			Help: "1 for each way the active policy is weaker than the built-in baseline: enforcement, bypass-broad-group, bypass-anonymous, deny-rule-lowered, namespace-lowered, exemptions-unbounded.",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded)
+	for _, r := range policy.WeaknessReasons {
+		m.PolicyWeakened.WithLabelValues(r).Set(0)
+	}
+	reg.MustRegister(m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.PolicyWeakened)
 	return m
 }

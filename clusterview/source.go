@@ -99,7 +99,43 @@ func (s *PolicySource) swap(p *policy.Policy, origin string) {
 	s.active.Store(&ActivePolicy{Policy: p, Generation: gen, Origin: origin})
 	if s.metrics != nil {
 		s.metrics.PolicyGeneration.Set(float64(gen))
+		weak := map[string]bool{}
+		for _, w := range p.Weaknesses() {
+			weak[w.Reason] = true
+		}
+		for _, r := range policy.WeaknessReasons {
+			v := 0.0
+			if weak[r] {
+				v = 1
+			}
+			s.metrics.PolicyWeakened.WithLabelValues(r).Set(v)
+		}
 	}
+}
+
+// LoadLastGood makes the policy recorded as the last good one active when
+// data parses, and keeps the source degraded by cause (the reason the
+// intended policy could not be used): a replica that starts while the
+// ConfigMap is broken serves what the others serve, not the defaults.
+func (s *PolicySource) LoadLastGood(data []byte, origin string, cause error) error {
+	p, err := rules.Builtin().Parse(data)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(cause)
+	s.count("last-good")
+	s.swap(p, origin)
+	return nil
+}
+
+// KeepDegraded records that the intended policy is gone (its ConfigMap was
+// deleted) while the active policy stays in force.
+func (s *PolicySource) KeepDegraded(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(cause)
 }
 
 func (s *PolicySource) setDegraded(err error) {

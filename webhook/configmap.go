@@ -39,12 +39,14 @@ func (v *PolicyConfigMapValidator) ValidateUpdate(_ context.Context, _, cm *core
 }
 
 // ValidateDelete implements admission.Validator: deleting the policy is
-// allowed (dsguard falls back to its built-in defaults) but said out loud.
+// allowed, because refusing would wedge `helm uninstall` and the deletion of
+// dsguard's namespace, but said out loud. dsguard keeps enforcing the last
+// good policy (reporting Degraded), so a deletion never quietly weakens it.
 func (v *PolicyConfigMapValidator) ValidateDelete(_ context.Context, cm *corev1.ConfigMap) (admission.Warnings, error) {
 	if !v.isPolicy(cm) {
 		return nil, nil
 	}
-	return admission.Warnings{"dsguard: deleting the policy ConfigMap makes dsguard enforce its built-in defaults"}, nil
+	return admission.Warnings{"dsguard: policy ConfigMap deleted; dsguard keeps enforcing the last good policy and reports Degraded until it is created again"}, nil
 }
 
 func (v *PolicyConfigMapValidator) isPolicy(cm *corev1.ConfigMap) bool {
@@ -66,7 +68,8 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 			field.Required(keyPath, "the dsguard policy (a PolicyConfig YAML document)"),
 		})
 	}
-	if _, err := rules.Builtin().Parse([]byte(data)); err != nil {
+	p, err := rules.Builtin().Parse([]byte(data))
+	if err != nil {
 		var errs field.ErrorList
 		if ce, ok := err.(*policy.ConfigError); ok {
 			for _, p := range ce.Problems {
@@ -77,7 +80,14 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 		}
 		return nil, apierrors.NewInvalid(configMapGroupKind, cm.Name, errs)
 	}
-	return nil, nil
+	// A weaker policy may be a staged roll-out, so it is admitted; the
+	// person applying it is told, and so is whoever watches the Events and
+	// dsguard_policy_weakened.
+	var warnings admission.Warnings
+	for _, w := range p.Weaknesses() {
+		warnings = append(warnings, oneLine("dsguard: this policy is weaker than the baseline: "+w.Detail))
+	}
+	return warnings, nil
 }
 
 // policyPosition says where in the embedded document a problem is, e.g.

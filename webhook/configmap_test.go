@@ -60,7 +60,14 @@ func TestPolicyConfigMapValidator(t *testing.T) {
 		})
 	}
 	w, err := v.ValidateDelete(t.Context(), cm("dsguard-policy", nil))
-	if err != nil || len(w) != 1 || !strings.Contains(w[0], "built-in defaults") {
+	if err != nil || len(w) != 1 || !strings.Contains(w[0], "keeps enforcing the last good policy") {
 		t.Errorf("delete: warnings %v, err %v", w, err)
+	}
+	// A weaker policy is admitted with a warning per weakness.
+	weak := cm("dsguard-policy", map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n" +
+		"enforcement: audit\nbypass: {groups: [system:authenticated]}\n"})
+	w, err = v.ValidateUpdate(t.Context(), weak, weak)
+	if err != nil || len(w) != 2 || !strings.Contains(w[0], "enforcement is audit") || !strings.Contains(w[1], "system:authenticated") {
+		t.Errorf("weak policy: warnings %q, err %v", w, err)
 	}
 }

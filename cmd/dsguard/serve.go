@@ -276,7 +276,7 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef) (*clusterview.P
 	source := clusterview.NewPolicySource(clusterview.NewPolicyMetrics(metrics.Registry))
 	if err := mgr.Add(&clusterview.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,
-		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"),
+		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"), Client: mgr.GetClient(),
 	}); err != nil {
 		return nil, nil, err
 	}
