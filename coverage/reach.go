@@ -37,14 +37,23 @@ func SizeOf(spec *corev1.PodSpec) PlacementSize {
 	return s
 }
 
-// NodesExamined is how many placement decisions a prediction of spec makes
-// on the snapshot: one per class of nodes, or one per node when the placement
-// looks at a node's name or a per-node label.
+// NodesExamined is about how many placement decisions a prediction of spec
+// makes on the snapshot: one per class of nodes, plus one per node the
+// placement names (by name or a per-node label value), or one per node when
+// it must judge every node on its own.
 func (s *NodeSnapshot) NodesExamined(spec *corev1.PodSpec) int {
-	if spec.NodeName != "" || s.looksAtNodeIdentity(spec) {
+	if spec.NodeName == "" && !s.looksAtNodeIdentity(spec) {
+		return len(s.classes)
+	}
+	q := s.identityQuery(spec)
+	if q.scan {
 		return s.total
 	}
-	return len(s.classes)
+	named := len(q.names)
+	for _, vs := range q.values {
+		named += len(vs)
+	}
+	return len(s.classes) + min(s.total, named)
 }
 
 // ReachesTaint reports whether spec's nodeName, nodeSelector and required
@@ -54,8 +63,7 @@ func (s *NodeSnapshot) NodesExamined(spec *corev1.PodSpec) int {
 func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, effect corev1.TaintEffect) bool {
 	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
 	perNode := spec.NodeName != "" || s.looksAtNodeIdentity(spec)
-	for i := range s.classes {
-		class := &s.classes[i]
+	for _, class := range s.classes {
 		if !carriesTaint(class.node.Spec.Taints, key, value, effect) {
 			continue
 		}

@@ -114,9 +114,9 @@ func TestPlacementSize_Limits(t *testing.T) {
 		{"10,001 values", testobj.DS(testobj.WithRequiredNodeAffinity(testobj.NodeTerm(
 			testobj.NodeReq(corev1.LabelHostname, corev1.NodeSelectorOpNotIn, hostnames(10001)...)))), testEnv(),
 			"affinity too large to judge: 10001 values; limit 10000"},
-		{"1,000 hostname terms against 600 nodes, each node judged on its own: too much work",
+		{"1,000 hostname terms against 600 nodes, 600 of them named: too much work",
 			testobj.DS(testobj.WithRequiredNodeAffinity(manyTerms(1000)...)), nodeEnv(bigCluster),
-			"affinity too large to judge against 600 nodes: 1000 requirements × 600 node checks; limit 500000"},
+			"affinity too large to judge against 600 nodes: 1000 requirements × 601 node checks; limit 500000"},
 		{"the same terms on a label every node shares: one class, cheap",
 			testobj.DS(testobj.WithRequiredNodeAffinity(sharedLabelTerms(1000)...)), nodeEnv(bigCluster), ""},
 	}

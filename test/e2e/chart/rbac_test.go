@@ -54,6 +54,9 @@ var rbacMatrix = []canI{
 	{verb: "list", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	{verb: "watch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	{verb: "get", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
+	// patch: the last good policy is recorded in an annotation of the
+	// policy ConfigMap, for a replica that starts on a broken one.
+	{verb: "patch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	// Leader election: its one Lease, and the core Events it records.
 	{verb: "create", resource: "leases.coordination.k8s.io", namespace: rbacNamespace, want: true},
 	{verb: "get", resource: "leases.coordination.k8s.io/dsguard-coverage", namespace: rbacNamespace, want: true},
@@ -79,7 +82,7 @@ var rbacMatrix = []canI{
 	{verb: "patch", resource: "daemonsets.apps", namespace: "monitoring"},
 	{verb: "delete", resource: "daemonsets.apps", namespace: "monitoring"},
 	{verb: "patch", resource: "daemonsets.apps", namespace: "monitoring", extra: []string{"--subresource=status"}},
-	// no ConfigMaps elsewhere, no other ConfigMap by name, no policy writes,
+	// no ConfigMaps elsewhere, no other ConfigMap by name, no policy updates or deletes,
 	{verb: "get", resource: "configmaps", namespace: "kube-system"},
 	{verb: "list", resource: "configmaps", namespace: "default"},
 	{verb: "list", resource: "configmaps", namespace: "-A"},
@@ -88,7 +91,6 @@ var rbacMatrix = []canI{
 	{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: rbacNamespace},
 	{verb: "create", resource: "configmaps", namespace: rbacNamespace},
 	{verb: "update", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
-	{verb: "patch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
 	{verb: "delete", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
 	// no other Lease, no Lease elsewhere, no deleting its own,
 	{verb: "update", resource: "leases.coordination.k8s.io/kube-controller-manager", namespace: rbacNamespace},
