@@ -159,7 +159,11 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 		return nil, err
 	}
 	start = time.Now()
-	e.dsguard, err = startProcess(e.dir, "dsguard", bin, "serve",
+	var env []string
+	if o.memoryLimit > 0 {
+		env = append(env, fmt.Sprintf("DSGUARD_MEMORY_LIMIT=%d", o.memoryLimit))
+	}
+	e.dsguard, err = startProcess(e.dir, "dsguard", env, bin, "serve",
 		"--kubeconfig", kubeconfig, "--namespace", ownNamespace,
 		"--host", host, "--port", strconv.Itoa(wio.LocalServingPort), "--cert-dir", wio.LocalServingCertDir,
 		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort)),
@@ -183,7 +187,7 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
-	e.noop, err = startProcess(e.dir, "noop-webhook", self, noopCommand,
+	e.noop, err = startProcess(e.dir, "noop-webhook", nil, self, noopCommand,
 		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,9 @@ type options struct {
 	noopPort   int
 	noopCerts  string
 	dsguardBin string
-	keep       bool
+	// memoryLimit is the container memory limit dsguard is told of, as
+	// the chart passes limits.memory; 0 tells it nothing.
+	memoryLimit int64
 }
 
 func main() {
@@ -66,6 +68,8 @@ func main() {
 	flag.IntVar(&o.probes, "probes", 5, "relevant node changes timed to the verdict and to the Event")
 	flag.StringVar(&o.out, "o", "", "also write the report (Markdown) to this file")
 	flag.StringVar(&o.dsguardBin, "dsguard", "", "dsguard binary to measure (default: build ./cmd/dsguard)")
+	flag.Int64Var(&o.memoryLimit, "memory-limit", 256<<20, "container memory limit in bytes dsguard is given as the chart gives it "+
+		"(DSGUARD_MEMORY_LIMIT, from the chart's default limits.memory); 0 for none")
 	flag.Parse()
 	if o.nodes < 10 {
 		fmt.Fprintln(os.Stderr, "load: -nodes must be at least 10")

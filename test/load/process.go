@@ -25,7 +25,8 @@ type process struct {
 	logPath string
 }
 
-func startProcess(dir, name, bin string, args ...string) (*process, error) {
+// startProcess starts bin with args and extra environment variables env.
+func startProcess(dir, name string, env []string, bin string, args ...string) (*process, error) {
 	p := &process{name: name, logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
@@ -33,6 +34,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.Env = append(os.Environ(), env...)
 	// Nothing outlives the harness, even when it is killed.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

@@ -44,6 +44,11 @@ func (r *report) write(w io.Writer) {
 		runtime.NumCPU(), r.loadStart, r.loadEnd, r.took.Round(time.Second))
 	fmt.Fprintf(w, "- kube-apiserver %s; %d Nodes in about %d classes, created in %s (%.0f/s); %d DaemonSets in %d namespaces\n",
 		s.apiserverVersion, s.nodes, s.classes, s.createNodes.Round(time.Second), s.nodesPerSecond, s.daemonSets, backgroundNamespaces)
+	limit := "none"
+	if r.opts.memoryLimit > 0 {
+		limit = mib(r.opts.memoryLimit)
+	}
+	fmt.Fprintf(w, "- dsguard given a container memory limit of %s (DSGUARD_MEMORY_LIMIT, as the chart sets it)\n", limit)
 	fmt.Fprintf(w, "- dsguard ready %s after start; RSS %s when ready, %s settled, %s peak over the run (target ≤ 64 MiB at 5,000 nodes)\n\n",
 		s.dsguardReady.Round(100*time.Millisecond), mib(s.rssReady), mib(s.rssSettled), mib(r.peakRSS))
 
