@@ -14,10 +14,12 @@ import (
 )
 
 // throughDsguard returns a request that must pass through dsguard: a
-// server-side dry-run create of node-exporter, which the policy denies. A 403
-// from dsguard means the request went through; any other outcome (a TLS or
-// connection failure, a timeout) is returned as an error.
-func throughDsguard(t *testing.T) func() error {
+// server-side dry-run create of node-exporter in namespace, which the policy
+// denies. A 403 from dsguard means the request went through; any other
+// outcome (a TLS or connection failure, a timeout) is returned as an error.
+// Which dsguard judges it is up to the webhook configurations' namespace
+// selectors: each leaves out its own dsguard's namespace.
+func throughDsguard(t *testing.T, namespace string) func() error {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", "node-exporter.yaml"))
 	if err != nil {
@@ -27,9 +29,9 @@ func throughDsguard(t *testing.T) func() error {
 	if err := yaml.Unmarshal(data, &ds); err != nil {
 		t.Fatal(err)
 	}
-	ds.Namespace = "default"
+	ds.Namespace = namespace
 	return func() error {
-		_, err := kube.AppsV1().DaemonSets("default").Create(t.Context(), &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := kube.AppsV1().DaemonSets(namespace).Create(t.Context(), &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "dsguard coverage rule") {
 			return nil
 		}

@@ -123,7 +123,7 @@ func caCerts(data []byte) []*x509.Certificate {
 // without pause while the CA rotates (60s CA, renewed every ~40s; 15s serving
 // certificates): not one may fail.
 func TestSelfManaged_CARotationUnderLoad(t *testing.T) {
-	create := throughDsguard(t)
+	create := throughDsguard(t, "default")
 	first, err := kube.CoreV1().Secrets(framework.Namespace).Get(t.Context(), "dsguard-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

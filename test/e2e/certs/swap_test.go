@@ -103,10 +103,6 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	ca.writeLeaf(t, dir, 100)
 
-	// Only this dsguard may answer: the self-managed one's configuration goes.
-	if r := cluster.Kubectl(t.Context(), "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found"); r.Err != nil {
-		t.Fatal(r.Error())
-	}
 	port, health := freePort(t), freePort(t)
 	dsguard, err := cluster.StartDsguard(t.TempDir(), "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", "dsguard-file",
 		"--cert-mode=file", "--cert-dir", dir, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -137,7 +133,12 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { cluster.Kubectl(t.Context(), "", "delete", "validatingwebhookconfiguration", "file-dsguard") })
 
-	create := throughDsguard(t)
+	// Only this dsguard may answer the probe: it asks in the suite
+	// dsguard's own namespace, which that dsguard's configuration leaves
+	// out and this one's (for namespace dsguard-file) does not. The shared
+	// configuration stays, so the other tests do not depend on running
+	// before this one.
+	create := throughDsguard(t, framework.Namespace)
 	// The configuration takes effect in the API server shortly after apply.
 	deadline := time.Now().Add(30 * time.Second)
 	for create() != nil {
