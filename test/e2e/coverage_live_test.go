@@ -26,9 +26,14 @@ func TestLiveCoverage_NewTaintedNodeRaisesEvent(t *testing.T) {
 	ds := renamed(t, "node-exporter.yaml", "node-exporter", "cp-tolerating")
 	ds = strings.Replace(ds, "      hostNetwork: true\n",
 		"      hostNetwork: true\n      tolerations:\n        - {key: node-role.kubernetes.io/control-plane, operator: Exists}\n", 1)
-	wantAllowed(t, kubectl(t, ds, "apply", "-f", "-"), "daemonset.apps/cp-tolerating created")
-	// Let the leader's watcher see the DaemonSet covering every node first.
-	time.Sleep(time.Second)
+	// An image on :latest draws a warning at admission and, once the
+	// auditor has judged the DaemonSet on today's nodes, a PolicyViolation
+	// Event: the sign that a node joining now is a change it will see.
+	ds = strings.Replace(ds, "node-exporter:v1.9.1", "node-exporter:latest", 1)
+	wantAllowed(t, kubectl(t, ds, "apply", "-f", "-"), "daemonset.apps/cp-tolerating created", "image-pinned: ")
+	if events := eventsOf(t, "cp-tolerating", "PolicyViolation", "image-pinned", 30*time.Second); events == "" {
+		t.Fatalf("the auditor never judged cp-tolerating; dsguard log:\n%s", cluster.DsguardLog())
+	}
 
 	start := time.Now()
 	if err := cluster.CreateNodes(t.Context(), []framework.Node{
@@ -36,19 +41,30 @@ func TestLiveCoverage_NewTaintedNodeRaisesEvent(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var events string
-	for time.Since(start) < 5*time.Second {
-		r := cluster.Kubectl(t.Context(), "", "get", "events", "-n", "monitoring",
-			"--field-selector", "involvedObject.name=cp-tolerating,reason=CoverageReduced",
-			"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message", "--no-headers")
-		if events = r.Stdout; strings.Contains(events, "infra-1") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	events := eventsOf(t, "cp-tolerating", "CoverageReduced", "infra-1", 5*time.Second)
 	took := time.Since(start)
 	t.Logf("Event after %s: %s", took.Round(time.Millisecond), events)
 	if !strings.Contains(events, "Warning") || !strings.Contains(events, "newly skipped: infra-1 (taint dedicated=infra:NoSchedule not tolerated)") {
 		t.Fatalf("no CoverageReduced Event naming infra-1 within 5s; events:\n%s\ndsguard log:\n%s", events, cluster.DsguardLog())
+	}
+}
+
+// eventsOf polls the Events of one DaemonSet in namespace monitoring with the
+// given reason until one mentions want, for at most limit; it returns them as
+// "TYPE REASON MESSAGE" lines, or "" when none came.
+func eventsOf(t *testing.T, name, reason, want string, limit time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		r := cluster.Kubectl(t.Context(), "", "get", "events", "-n", "monitoring",
+			"--field-selector", "involvedObject.name="+name+",reason="+reason,
+			"-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message", "--no-headers")
+		if strings.Contains(r.Stdout, want) {
+			return r.Stdout
+		}
+		if time.Now().After(deadline) {
+			return ""
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -96,12 +96,54 @@ func TestCoverageMatchesDaemonSetController(t *testing.T) {
 	t.Logf("predicted coverage: %d none, %d partial, %d every node; %d Pods checked node by node",
 		st.none, st.partial, st.full, st.pods)
 	t.Logf("skips seen: %s", st.kindSummary())
+	// Shares mean something from a hundred scenarios on; a short run
+	// (DSGUARD_DIFF_SCENARIOS) only logs them.
+	if st.scenarios == int(total) && total >= 100 {
+		st.checkBreadth(t)
+	}
 }
 
 type stats struct {
 	scenarios, nodes, classes, failed int
 	none, partial, full, pods         int
-	kinds                             map[string]int
+	kinds                             map[string]int // skipped nodes by kind
+	kindScenarios                     map[string]int // scenarios with a skip of the kind
+}
+
+// breadth is the least share of the scenarios each outcome and each kind of
+// skip must have, so that the agreement with the controller says something
+// about every one of them. The generator gives each well over twice this
+// share for any seed tried (none, partial and every node at 18% or more;
+// selector 40%, untolerated NoSchedule 20%, OS or architecture 10%,
+// NoExecute 10%, transient 7%, nodeName 5%).
+var breadth = []struct {
+	what    string
+	percent int
+	count   func(*stats) int
+}{
+	{"runs on no node", 10, func(s *stats) int { return s.none }},
+	{"runs on some nodes", 10, func(s *stats) int { return s.partial }},
+	{"runs on every node", 10, func(s *stats) int { return s.full }},
+	{"selector skips", 20, func(s *stats) int { return s.kindScenarios["selector"] }},
+	{"untolerated NoSchedule taints", 10, func(s *stats) int { return s.kindScenarios["taint(NoSchedule)"] }},
+	{"untolerated NoExecute taints", 5, func(s *stats) int { return s.kindScenarios["taint(NoExecute)"] }},
+	{"transient taints", 3, func(s *stats) int { return s.kindScenarios["taint(NoSchedule)transient"] }},
+	{"OS or architecture skips", 5, func(s *stats) int { return s.kindScenarios["os-arch"] }},
+	{"nodeName skips", 2, func(s *stats) int { return s.kindScenarios["nodeName"] }},
+}
+
+// checkBreadth fails when the generator left an outcome or a kind of skip
+// out, or nearly so: a differential test that never sees a case proves
+// nothing about it.
+func (s *stats) checkBreadth(t *testing.T) {
+	t.Helper()
+	for _, b := range breadth {
+		want := s.scenarios * b.percent / 100
+		if got := b.count(s); got < want || got == 0 {
+			t.Errorf("%s in %d of %d scenarios, want at least %d (%d%%): the generator lost breadth",
+				b.what, got, s.scenarios, max(want, 1), b.percent)
+		}
+	}
 }
 
 func (s *stats) kindSummary() string {
@@ -326,9 +368,10 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 		default:
 			st.partial++
 		}
+		seen := map[string]bool{}
 		for _, s := range res.predicted.Skips {
 			if st.kinds == nil {
-				st.kinds = map[string]int{}
+				st.kinds, st.kindScenarios = map[string]int{}, map[string]int{}
 			}
 			k := string(s.Kind)
 			if s.Kind == coverage.SkipTaint {
@@ -338,6 +381,10 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 				}
 			}
 			st.kinds[k] += len(s.Nodes)
+			if !seen[k] {
+				seen[k] = true
+				st.kindScenarios[k]++
+			}
 		}
 		var problems []string
 		if int(res.status.DesiredNumberScheduled) != res.predicted.Eligible {

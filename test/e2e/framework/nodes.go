@@ -44,11 +44,22 @@ func (c *Cluster) CreateNodes(ctx context.Context, nodes []Node) error {
 		return r.Error()
 	}
 	for _, n := range nodes {
-		args := []string{"taint", "nodes", n.Name, "node.kubernetes.io/not-ready:NoSchedule-"}
-		args = append(args, n.Taints...)
-		if r := c.Kubectl(ctx, "", args...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+		// Only the removal may find nothing to remove (the taint is
+		// already gone); the requested taints are applied apart, so an
+		// error there is never mistaken for that.
+		if r := c.Kubectl(ctx, "", "taint", "nodes", n.Name, notReadyTaint+"-"); r.Err != nil &&
+			!strings.Contains(r.Stderr, fmt.Sprintf("taint %q not found", notReadyTaint)) {
 			return r.Error()
+		}
+		if len(n.Taints) == 0 {
+			continue
+		}
+		if r := c.Kubectl(ctx, "", append([]string{"taint", "nodes", n.Name}, n.Taints...)...); r.Err != nil {
+			return fmt.Errorf("tainting node %s with %v: %w", n.Name, n.Taints, r.Error())
 		}
 	}
 	return nil
 }
+
+// notReadyTaint is what the API server's admission puts on every new Node.
+const notReadyTaint = "node.kubernetes.io/not-ready:NoSchedule"
