@@ -86,6 +86,7 @@ func (e Enforcement) valid() bool {
 	return e == EnforcementEnforce || e == EnforcementWarn || e == EnforcementAudit
 }
 
+// String implements fmt.Stringer.
 func (a Action) String() string { return string(a) }
 
 // ActionNames returns the actions as strings, for field.NotSupported.

@@ -244,6 +244,7 @@ type ConfigProblem struct {
 	Message string
 }
 
+// String is the problem on one line: "line N: field: message".
 func (p ConfigProblem) String() string {
 	var b strings.Builder
 	if p.Line > 0 {
@@ -257,6 +258,7 @@ func (p ConfigProblem) String() string {
 	return b.String()
 }
 
+// Error lists every problem on one line.
 func (e *ConfigError) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {

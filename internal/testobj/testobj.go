@@ -57,10 +57,12 @@ func DS(mutators ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
 	return ds
 }
 
+// WithTolerations replaces the template's tolerations (none: no tolerations at all).
 func WithTolerations(ts ...corev1.Toleration) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = ts }
 }
 
+// WithAnnotation sets an annotation on the DaemonSet.
 func WithAnnotation(key, value string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) {
 		if ds.Annotations == nil {
@@ -70,6 +72,7 @@ func WithAnnotation(key, value string) func(*appsv1.DaemonSet) {
 	}
 }
 
+// WithStrategyType sets spec.updateStrategy.type.
 func WithStrategyType(t appsv1.DaemonSetUpdateStrategyType) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.UpdateStrategy.Type = t }
 }
@@ -84,20 +87,25 @@ func WithRollingUpdate(maxUnavailable, maxSurge *intstr.IntOrString) func(*appsv
 	}
 }
 
+// WithoutRollingUpdate removes spec.updateStrategy.rollingUpdate.
 func WithoutRollingUpdate(ds *appsv1.DaemonSet) { ds.Spec.UpdateStrategy.RollingUpdate = nil }
 
+// WithHostNetwork puts the Pods on the node's network.
 func WithHostNetwork(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.HostNetwork = true }
 
+// WithPorts replaces the first container's ports.
 func WithPorts(ports ...corev1.ContainerPort) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Ports = ports }
 }
 
+// WithContainer adds a container.
 func WithContainer(c corev1.Container) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) {
 		ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, c)
 	}
 }
 
+// WithInitContainer adds an init container (see Sidecar).
 func WithInitContainer(c corev1.Container) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) {
 		ds.Spec.Template.Spec.InitContainers = append(ds.Spec.Template.Spec.InitContainers, c)
@@ -115,6 +123,7 @@ func Sidecar(c corev1.Container) corev1.Container {
 	return c
 }
 
+// WithNodeSelector replaces the template's nodeSelector.
 func WithNodeSelector(sel map[string]string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = sel }
 }
@@ -134,20 +143,25 @@ func NodeTerm(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
 	return corev1.NodeSelectorTerm{MatchExpressions: reqs}
 }
 
+// NodeReq is one node selector requirement.
 func NodeReq(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
 	return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
 }
 
+// WithVolume adds a volume to the template.
 func WithVolume(v corev1.Volume) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, v) }
 }
 
+// HostPathVolume is a hostPath volume.
 func HostPathVolume(name, path string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
 }
 
+// IntOrInt is an int-or-string holding a number.
 func IntOrInt(i int32) *intstr.IntOrString { return new(intstr.FromInt32(i)) }
 
+// IntOrString is an int-or-string holding a string, such as "25%".
 func IntOrString(s string) *intstr.IntOrString { return new(intstr.FromString(s)) }
 
 // Node returns a Linux amd64 node whose hostname label is its name,
@@ -179,18 +193,23 @@ func WithoutNodeLabel(key string) func(*corev1.Node) {
 	return func(n *corev1.Node) { delete(n.Labels, key) }
 }
 
+// NodeTaints adds taints to a node.
 func NodeTaints(ts ...corev1.Taint) func(*corev1.Node) {
 	return func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, ts...) }
 }
 
+// Cordoned marks a node unschedulable.
 func Cordoned(n *corev1.Node) { n.Spec.Unschedulable = true }
 
+// TaintOf is a taint with key, value and effect.
 func TaintOf(key, value string, effect corev1.TaintEffect) corev1.Taint {
 	return corev1.Taint{Key: key, Value: value, Effect: effect}
 }
 
+// NoSchedule is a NoSchedule taint without a value.
 func NoSchedule(key string) corev1.Taint { return TaintOf(key, "", corev1.TaintEffectNoSchedule) }
 
+// NoExecute is a NoExecute taint without a value.
 func NoExecute(key string) corev1.Taint { return TaintOf(key, "", corev1.TaintEffectNoExecute) }
 
 // ControlPlaneNode is a control-plane node with the kubeadm label and taint.
@@ -231,10 +250,12 @@ func flattenNodes(nodes []any) []*corev1.Node {
 	return all
 }
 
+// WithNodeName pins the template to one node by name.
 func WithNodeName(name string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeName = name }
 }
 
+// WithNamespace sets the DaemonSet's namespace.
 func WithNamespace(ns string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Namespace = ns }
 }

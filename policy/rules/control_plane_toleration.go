@@ -47,6 +47,7 @@ func defaultControlPlaneTolerationParams() ControlPlaneTolerationParams {
 	}}
 }
 
+// Validate implements policy.ParamValidator.
 func (p *ControlPlaneTolerationParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range p.Taints {

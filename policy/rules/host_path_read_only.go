@@ -21,6 +21,7 @@ type HostPathReadOnlyParams struct {
 	AllowWritable []string `yaml:"allowWritable"`
 }
 
+// Validate implements policy.ParamValidator.
 func (p *HostPathReadOnlyParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, d := range p.AllowWritable {

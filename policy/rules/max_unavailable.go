@@ -24,6 +24,7 @@ func defaultMaxUnavailableParams() MaxUnavailableParams {
 	return MaxUnavailableParams{MaxPercent: 25}
 }
 
+// Validate implements policy.ParamValidator.
 func (p *MaxUnavailableParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if p.MaxPercent < 0 || p.MaxPercent > 100 {

@@ -35,6 +35,7 @@ type MinCoverageConfig struct {
 
 func defaultNodeCoverageParams() NodeCoverageParams { return NodeCoverageParams{DenyAtZero: true} }
 
+// Validate implements policy.ParamValidator.
 func (p *NodeCoverageParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, m := range p.MinCoverage {
