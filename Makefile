@@ -42,7 +42,7 @@ e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the re
 .PHONY: e2e-node
 e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here
 	hack/tools.sh --node
-	trap 'hack/node-cleanup.sh' EXIT INT TERM; \
+	trap 'hack/node-cleanup.sh; rm -rf "$${TMPDIR:-/tmp}"/dsguard-e2e-node-images-*' EXIT INT TERM; \
 	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
 
 .PHONY: chart-test

@@ -184,7 +184,17 @@ func (n *NodeCluster) startControlPlane() error {
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	// envtest starts etcd and kube-apiserver in process groups of their own,
+	// so a killed test leaves them running: with their directories under
+	// Dir, hack/node-cleanup.sh finds them by their command lines.
+	for _, d := range []string{"etcd", "apiserver"} {
+		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	n.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(n.Dir, "etcd")}
 	api := n.env.ControlPlane.GetAPIServer()
+	api.CertDir = filepath.Join(n.Dir, "apiserver")
 	api.SecureServing.ListenAddr.Address = apiServerIP
 	api.SecureServing.ListenAddr.Port = "443"
 	args := api.Configure()
