@@ -73,7 +73,9 @@ type Entry struct {
 	Skipped int
 	// Intended is the coverage.dsguard.io/intended reason, if declared.
 	Intended string
-	Findings []policy.Finding
+	// Exemptions are the DaemonSet's exemptions that take effect.
+	Exemptions []policy.ActiveExemption
+	Findings   []policy.Finding
 	// Investigation is filled by the caller for entries with a gap.
 	Investigation []coverage.NodeDiagnosis
 }
@@ -107,6 +109,7 @@ func Run(in Input) []Entry {
 			e.Skipped = e.Coverage.GapNodes()
 		}
 		e.Findings = policy.Evaluate(ds, env)
+		e.Exemptions = env.ActiveExemptions(ds)
 		e.Intended = strings.TrimSpace(ds.Annotations[policy.IntendedCoverageAnnotation])
 		out = append(out, e)
 	}
@@ -122,7 +125,7 @@ func Run(in Input) []Entry {
 // findings, below the table so that its columns stay aligned.
 func WriteTable(w io.Writer, entries []Entry, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tSTATE\tREASON")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tEXEMPT\tSTATE\tREASON")
 	for i := range entries {
 		e := &entries[i]
 		st := &e.DaemonSet.Status
@@ -130,9 +133,9 @@ func WriteTable(w io.Writer, entries []Entry, wide bool) error {
 		if e.Status.State == StateHealthy && e.Skipped > 0 && e.Intended == "" {
 			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints", e.Skipped)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
 			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
-			st.NumberAvailable, st.NumberMisscheduled, e.Skipped, state, reason)
+			st.NumberAvailable, st.NumberMisscheduled, e.Skipped, exemptColumn(e.Exemptions), state, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -176,6 +179,9 @@ func auditDetails(e *Entry) []string {
 			out = append(out, fmt.Sprintf("  %s %s: %s\n", f.Action, f.RuleID, f.Message))
 		}
 	}
+	for _, x := range e.Exemptions {
+		out = append(out, fmt.Sprintf("  exempt %s\n", x))
+	}
 	return out
 }
 
@@ -189,8 +195,15 @@ type jsonAuditEntry struct {
 	HasGap        bool                     `json:"hasGap"`
 	Predicted     *jsonCoverage            `json:"predicted,omitempty"`
 	Intended      string                   `json:"intended,omitempty"`
+	Exemptions    []jsonExemption          `json:"exemptions,omitempty"`
 	Investigation []coverage.NodeDiagnosis `json:"investigation"`
 	Findings      []policy.Finding         `json:"findings"`
+}
+
+type jsonExemption struct {
+	Rule    string `json:"rule"`
+	Reason  string `json:"reason"`
+	Expires string `json:"expires,omitempty"`
 }
 
 type jsonCoverage struct {
@@ -223,6 +236,9 @@ func WriteJSON(w io.Writer, entries []Entry, nodesKnown bool) error {
 			Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name, Status: e.DaemonSet.Status,
 			State: e.Status.State, Reason: e.Status.Reason, Gap: e.Status.Gap, HasGap: e.HasGap(),
 			Intended: e.Intended, Investigation: e.Investigation, Findings: e.Findings,
+		}
+		for _, x := range e.Exemptions {
+			j.Exemptions = append(j.Exemptions, jsonExemption{Rule: x.Rule, Reason: x.Reason, Expires: x.LastDay()})
 		}
 		if j.Investigation == nil {
 			j.Investigation = []coverage.NodeDiagnosis{}

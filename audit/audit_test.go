@@ -39,6 +39,7 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
 	healthy := auditDS("healthy", 3, 3, all)
 	gap := auditDS("gap", 3, 2, all)
+	gap.Annotations = map[string]string{"exempt.dsguard.io/privileged": "the driver needs it; expires=2026-12-31"}
 	taintGap := auditDS("taint-gap", 2, 2) // skips cp-1, yet its counters look perfect
 	entries := Run(Input{
 		DaemonSets: []*appsv1.DaemonSet{taintGap, healthy, gap}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: now,
@@ -61,11 +62,12 @@ func TestAudit_TableAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"NAMESPACE   NAME       DESIRED  CURRENT  READY  UP-TO-DATE  AVAILABLE  MISSCHEDULED  SKIPPED  STATE          REASON",
-		"monitoring  gap        3        3        2      3           2          0             0        PersistentGap  1 of 3 nodes without a ready Pod for 10m0s",
+		"NAMESPACE   NAME       DESIRED  CURRENT  READY  UP-TO-DATE  AVAILABLE  MISSCHEDULED  SKIPPED  EXEMPT      STATE          REASON",
+		"monitoring  gap        3        3        2      3           2          0             0        privileged  PersistentGap  1 of 3 nodes without a ready Pod for 10m0s",
+		"  exempt privileged until 2026-12-31: the driver needs it",
 		"  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff",
-		"monitoring  taint-gap  2        2        2      2           2          0             1        TaintGap       1 nodes skipped for untolerated taints",
-		"\nmonitoring/gap:\n  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff\n",
+		"monitoring  taint-gap  2        2        2      2           2          0             1        -           TaintGap       1 nodes skipped for untolerated taints",
+		"\nmonitoring/gap:\n  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff\n  exempt privileged until 2026-12-31: the driver needs it\n",
 		"\nmonitoring/taint-gap:\n",
 		"  skips taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated (cp-1)",
 		"  deny control-plane-toleration: no toleration for node-role.kubernetes.io/control-plane:NoSchedule: skips cp-1 (1 of 3 nodes)",

@@ -60,8 +60,9 @@ type Auditor struct {
 
 	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	// seen, gapClock and quiet belong to the worker goroutine.
-	seen     map[types.NamespacedName]*auditMemory
-	gapClock GapClock
+	seen       map[types.NamespacedName]*auditMemory
+	gapClock   GapClock
+	exemptions exemptionTally
 	// quiet holds the DaemonSets present when this replica became leader:
 	// their first audit records their state without Events.
 	quiet map[types.NamespacedName]bool
@@ -77,6 +78,7 @@ type auditMemory struct {
 	gaps       map[string]string // nodes skipped for counted taints → reason
 	state      StatusState
 	violations string
+	exemptions string
 }
 
 // Metrics are the per-DaemonSet gauges. Labels are bounded by the number
@@ -86,6 +88,8 @@ type Metrics struct {
 	Eligible  *prometheus.GaugeVec
 	Counters  *prometheus.GaugeVec
 	State     *prometheus.GaugeVec
+	// Exemptions is dsguard_exemptions_active{rule,namespace}.
+	Exemptions *prometheus.GaugeVec
 }
 
 var auditStates = []StatusState{StateHealthy, StateRollingOut, StateAwaitingManualDelete,
@@ -111,7 +115,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 for the DaemonSet's current audit state, 0 for the others.",
 		}, []string{"namespace", "daemonset", "state"}),
 	}
-	reg.MustRegister(m.Uncovered, m.Eligible, m.Counters, m.State)
+	m.Exemptions = newExemptionsGauge()
+	reg.MustRegister(m.Uncovered, m.Eligible, m.Counters, m.State, m.Exemptions)
 	return m
 }
 
@@ -126,6 +131,10 @@ const reportFlushEvery = 2 * time.Second
 func (a *Auditor) Start(ctx context.Context) error {
 	a.seen = map[types.NamespacedName]*auditMemory{}
 	a.gapClock = GapClock{}
+	a.exemptions = exemptionTally{}
+	if a.Metrics != nil {
+		a.exemptions.gauge = a.Metrics.Exemptions
+	}
 	a.quiet = map[types.NamespacedName]bool{}
 	a.nodesChanged = make(chan struct{}, 1)
 	if a.Now == nil {
@@ -356,6 +365,7 @@ func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnap
 		a.seen[key] = mem
 	}
 	a.record(e)
+	a.observeExemptions(e, mem, quiet && !known)
 	if quiet && !known {
 		mem.gaps = countedGaps(&e.Coverage)
 		mem.state = e.Status.State
@@ -524,6 +534,7 @@ func (a *Auditor) forget(key types.NamespacedName) {
 	if a.Metrics == nil {
 		return
 	}
+	a.exemptions.forget(key)
 	labels := prometheus.Labels{"namespace": key.Namespace, "daemonset": key.Name}
 	a.Metrics.Uncovered.DeletePartialMatch(labels)
 	a.Metrics.Eligible.DeletePartialMatch(labels)

@@ -213,6 +213,14 @@ func entryResults(e *Entry) []openreportsv1alpha1.ReportResult {
 			Subjects: []corev1.ObjectReference{subject}, Description: f.Message,
 			Properties: map[string]string{"field": f.FieldString(), "action": string(f.Action)},
 		}
+		if f.Exempted != "" {
+			// Exempted findings are recorded, not judged; the report says
+			// who decided that, why and until when.
+			res.Properties["exempted"] = f.Exempted
+			if day := (policy.Exemption{Expires: f.ExemptionExpires}).LastDay(); day != "" {
+				res.Properties["exemptionExpires"] = day
+			}
+		}
 		switch f.Action {
 		case policy.ActionDeny:
 			res.Result, res.Severity = "fail", "high"

@@ -156,3 +156,35 @@ func (env *Env) IntendedCoverage(ds *appsv1.DaemonSet) (reason, problem string, 
 	}
 	return reason, "", true
 }
+
+// ActiveExemption is an exemption that takes effect.
+type ActiveExemption struct {
+	Rule string
+	Exemption
+}
+
+// ActiveExemptions lists the exemptions of ds that take effect, sorted by
+// rule ID.
+func (env *Env) ActiveExemptions(ds *appsv1.DaemonSet) []ActiveExemption {
+	var out []ActiveExemption
+	for key := range ds.Annotations {
+		id, ok := strings.CutPrefix(key, ExemptionAnnotationPrefix)
+		if !ok {
+			continue
+		}
+		if e, _, active := env.Exemption(ds, id); active {
+			out = append(out, ActiveExemption{Rule: id, Exemption: e})
+		}
+	}
+	slices.SortFunc(out, func(a, b ActiveExemption) int { return strings.Compare(a.Rule, b.Rule) })
+	return out
+}
+
+// String is "rule until YYYY-MM-DD: reason" (or without "until" when the
+// exemption never expires).
+func (a ActiveExemption) String() string {
+	if day := a.LastDay(); day != "" {
+		return a.Rule + " until " + day + ": " + a.Reason
+	}
+	return a.Rule + ": " + a.Reason
+}
