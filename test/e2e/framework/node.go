@@ -162,7 +162,12 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *NodeCluster, err error
 	if err = n.waitNodeReady(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
-	n.logf("node %s Ready in %s", NodeName, since(start))
+	// From 1.36 the kubelet no longer falls back to its own cgroupDriver:
+	// containerd must hand it over through the RuntimeConfig CRI call.
+	if log := n.DaemonLog("kubelet"); !strings.Contains(log, "Using cgroup driver setting received from the CRI runtime") {
+		return nil, fmt.Errorf("the kubelet did not get its cgroup driver from containerd (RuntimeConfig); kubelet log:\n%s", tail(log, 40))
+	}
+	n.logf("node %s Ready in %s (cgroup driver from containerd's RuntimeConfig)", NodeName, since(start))
 	return n, nil
 }
 
