@@ -141,7 +141,7 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	m := dswebhook.NewMetrics(metrics.Registry)
-	mgr, err := o.newManager(restConfig, scheme, tlsOpts, webhookTLSOpts, m)
+	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m)
 	if err != nil {
 		return err
 	}
@@ -229,8 +229,13 @@ func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Sch
 // leader election for the auditor, the metrics and probe endpoints, and the
 // hardened webhook server.
 func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
-	tlsOpts, webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
-	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: tlsOpts}
+	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
+	// Metrics are served with the webhook's certificate (its CA is the
+	// chart's), so that a scraper can verify them instead of skipping
+	// verification of a self-signed certificate: the files of --cert-dir, or
+	// the self-managed certificate webhookTLSOpts serves.
+	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: webhookTLSOpts,
+		CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName}
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}

@@ -130,10 +130,13 @@ func TestTemplate_Defaults(t *testing.T) {
 	for _, o := range objs {
 		kinds[o["kind"].(string)]++
 	}
+	// Hooks: the pre-delete Job and the helm test Pod, each with its own
+	// ServiceAccount and RBAC.
 	for kind, n := range map[string]int{
-		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 1, "ClusterRole": 2,
-		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "ConfigMap": 1, "ValidatingWebhookConfiguration": 1,
-		"ServiceMonitor": 0, "PrometheusRule": 0, "NetworkPolicy": 0,
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 3, "ClusterRole": 3,
+		"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "ConfigMap": 1, "ValidatingWebhookConfiguration": 1,
+		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Job": 1, "Pod": 1,
+		"ServiceMonitor": 0, "PrometheusRule": 0, "NetworkPolicy": 1,
 	} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)
@@ -151,10 +154,17 @@ func TestTemplate_Defaults(t *testing.T) {
 		{[]any{"spec", "template", "spec", "securityContext", "runAsNonRoot"}, true},
 		{[]any{"spec", "template", "spec", "securityContext", "seccompProfile", "type"}, "RuntimeDefault"},
 		{[]any{"spec", "template", "spec", "serviceAccountName"}, "dsguard"},
+		{[]any{"spec", "template", "spec", "priorityClassName"}, "system-cluster-critical"},
+		{[]any{"spec", "template", "spec", "securityContext", "fsGroup"}, 65532.0},
 		{[]any{"spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution", 0,
 			"podAffinityTerm", "topologyKey"}, "kubernetes.io/hostname"},
-		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "topologyKey"}, "topology.kubernetes.io/zone"},
+		// Preferences only: two replicas still run on a one-node cluster.
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "topologyKey"}, "kubernetes.io/hostname"},
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "whenUnsatisfiable"}, "ScheduleAnyway"},
 		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 0, "labelSelector", "matchLabels", "app.kubernetes.io/instance"}, "dsguard"},
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 1, "topologyKey"}, "topology.kubernetes.io/zone"},
+		{[]any{"spec", "template", "spec", "topologySpreadConstraints", 1, "whenUnsatisfiable"}, "ScheduleAnyway"},
+		{[]any{"spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"}, nil},
 	} {
 		if got := get(d, c.path...); got != c.want {
 			t.Errorf("Deployment %v = %v, want %v", c.path, got, c.want)
@@ -194,13 +204,16 @@ func TestTemplate_Defaults(t *testing.T) {
 		args = append(args, a.(string))
 	}
 	for _, want := range []string{"--namespace=$(POD_NAMESPACE)", "--leader-elect=true", "--port=9443",
-		"--health-probe-bind-address=:8081", "--metrics-bind-address=:8443", "--metrics-secure=true", "--cert-dir=/etc/dsguard/tls"} {
+		"--health-probe-bind-address=:8081", "--metrics-bind-address=:8443", "--metrics-secure=true",
+		"--cert-mode=self-managed", "--ca-secret=dsguard-ca", "--webhook-config-name=dsguard",
+		"--cert-dns-names=dsguard.dsguard-system.svc,dsguard.dsguard-system.svc.cluster.local"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}
 	}
-	if got := get(pod, "volumes", 0, "secret", "secretName"); got != "dsguard-tls" {
-		t.Errorf("serving certificate Secret = %v, want dsguard-tls", got)
+	// Self-managed certificates need no Secret mounted: nothing to create first.
+	if got := get(pod, "volumes"); got != nil {
+		t.Errorf("volumes = %v, want none (the CA lives in a Secret dsguard reads through the API)", got)
 	}
 
 	if got := get(find(objs, "PodDisruptionBudget")[0], "spec", "minAvailable"); got != 1.0 {

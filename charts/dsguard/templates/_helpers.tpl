@@ -80,3 +80,50 @@ service:
 caBundle: {{ . }}
 {{- end }}
 {{- end -}}
+
+{{/* The Secret whose ca.crt verifies dsguard's serving certificate (webhook
+and metrics): the self-managed CA, else the serving certificate's Secret. */}}
+{{- define "dsguard.caSourceSecretName" -}}
+{{- if eq .Values.tls.mode "selfManaged" -}}
+{{- include "dsguard.caSecretName" . -}}
+{{- else -}}
+{{- include "dsguard.tlsSecretName" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount name as the API server sees it in request.userInfo. */}}
+{{- define "dsguard.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "dsguard.serviceAccountName" .) -}}
+{{- end -}}
+
+{{/* Pod settings the hook Pods share with dsguard's: the image, where they
+may run, and the restricted security contexts. */}}
+{{- define "dsguard.hookPodSpec" -}}
+restartPolicy: Never
+automountServiceAccountToken: true
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of hook objects: not the Pods' selector labels, so that neither
+the Service nor the NetworkPolicy selects a hook Pod. */}}
+{{- define "dsguard.hookLabels" -}}
+app.kubernetes.io/name: {{ include "dsguard.name" .root }}-{{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end -}}

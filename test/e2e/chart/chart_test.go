@@ -205,7 +205,7 @@ func TestHelmInstall_WebhookRejectsAndWarns(t *testing.T) {
 
 	for _, h := range helms() {
 		t.Run(h.name, func(t *testing.T) {
-			r := helm(t, h, "install", "dsguard", "charts/dsguard", "--namespace", namespace,
+			r := helm(t, h, "install", "dsguard", "charts/dsguard", "--namespace", namespace, "--set", "tls.mode=file",
 				"--set", "webhook.url="+cluster.WebhookURL, "--set", "webhook.caBundle="+caBundle)
 			if r.Err != nil {
 				t.Fatal(r.Error())
@@ -213,7 +213,7 @@ func TestHelmInstall_WebhookRejectsAndWarns(t *testing.T) {
 			installed := true
 			t.Cleanup(func() {
 				if installed {
-					helm(t, h, "uninstall", "dsguard", "--namespace", namespace)
+					uninstall(t, h, "dsguard", namespace)
 				}
 			})
 			installOut := r.Stdout
@@ -257,7 +257,7 @@ func TestHelmInstall_WebhookRejectsAndWarns(t *testing.T) {
 				upgradePolicy(t, h, nodeExporter)
 			}
 
-			if r := helm(t, h, "uninstall", "dsguard", "--namespace", namespace); r.Err != nil {
+			if r := uninstall(t, h, "dsguard", namespace); r.Err != nil {
 				t.Fatal(r.Error())
 			}
 			installed = false

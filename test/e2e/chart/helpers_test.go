@@ -37,6 +37,14 @@ func helm(t *testing.T, h helmBin, args ...string) framework.Result {
 	return r
 }
 
+// uninstall runs `helm uninstall` without the pre-delete hook: this API
+// server has no kubelet, so the hook's Job would never run (hooks_test.go
+// runs its command itself).
+func uninstall(t *testing.T, h helmBin, release, ns string) framework.Result {
+	t.Helper()
+	return helm(t, h, "uninstall", release, "--namespace", ns, "--no-hooks")
+}
+
 // kubectl runs the built kubectl against the test cluster and logs it.
 func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	t.Helper()

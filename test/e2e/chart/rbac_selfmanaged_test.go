@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 		"--set", fmt.Sprintf("webhook.url=https://localhost:%d", webhookPort)); r.Err != nil {
 		t.Fatal(r.Error())
 	}
-	t.Cleanup(func() { helm(t, h, "uninstall", smRelease, "--namespace", smNamespace) })
+	t.Cleanup(func() { uninstall(t, h, smRelease, smNamespace) })
 
 	dsguard, took := startDsguard(t, smUser, healthPort, "serve", "--kubeconfig", impersonatingKubeconfigFor(t, dir, smUser, smGroups),
 		"--namespace", smNamespace, "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort),
@@ -88,4 +89,77 @@ func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 		t.Errorf("dsguard hit a forbidden request as %s:\n%s", smUser, log)
 	}
 	checkCanI(t, smUser, smGroups, smMatrix)
+	checkAdmissionPolicy(t, dsguardLog)
+}
+
+// policyDenied is how the API server words a refusal by the chart's
+// ValidatingAdmissionPolicy.
+const policyDenied = "ValidatingAdmissionPolicy '" + smFullname + "-self-managed' with binding '" + smFullname + "-self-managed' denied request"
+
+// checkAdmissionPolicy proves, as dsguard's ServiceAccount, what RBAC allows
+// and the chart's ValidatingAdmissionPolicy narrows: of the webhook
+// configuration only the caBundle may change, and no Secret but the CA may be
+// created. dsguard itself, running as that account, kept the caBundle in step.
+func checkAdmissionPolicy(t *testing.T, dsguardLog func() string) {
+	t.Helper()
+	as := []string{"--as=" + smUser}
+	for _, g := range smGroups {
+		as = append(as, "--as-group="+g)
+	}
+	asSA := func(stdin string, args ...string) framework.Result {
+		return kubectl(t, stdin, append(args, as...)...)
+	}
+	vwc := "validatingwebhookconfiguration/" + smFullname
+	// The policy takes effect once the API server has loaded it; the first
+	// refusal shows it has.
+	var last framework.Result
+	eventually(t, 30*time.Second, func() bool {
+		last = asSA("", "patch", vwc, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`)
+		return last.ExitCode != 0 && strings.Contains(last.Stderr, policyDenied)
+	}, func() string { return last.Stderr })
+
+	for _, c := range []struct {
+		name, patch string
+	}{
+		{"point the webhook elsewhere", `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://attacker.invalid/validate"}]`},
+		{"match Secrets instead", `[{"op":"replace","path":"/webhooks/0/rules/0/resources","value":["secrets"]}]`},
+		{"exempt a namespace", `[{"op":"add","path":"/webhooks/0/namespaceSelector/matchExpressions/0/values/-","value":"default"}]`},
+		{"add an object selector", `[{"op":"add","path":"/webhooks/0/objectSelector","value":{"matchLabels":{"skip":"no"}}}]`},
+		{"drop a webhook", `[{"op":"remove","path":"/webhooks/1"}]`},
+		{"relabel the configuration", `[{"op":"add","path":"/metadata/labels/owner","value":"me"}]`},
+		{"shorten the timeout", `[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":1}]`},
+	} {
+		if r := asSA("", "patch", vwc, "--type=json", "-p", c.patch); r.ExitCode == 0 || !strings.Contains(r.Stderr, policyDenied) {
+			t.Errorf("%s: want refused by the admission policy:\n%s%s", c.name, r.Stdout, r.Stderr)
+		}
+	}
+	// The caBundle alone may change: the same CAs twice is a different value
+	// that still verifies dsguard.
+	bundle := strings.TrimSpace(kubectl(t, "", "get", vwc, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}").Stdout)
+	pem, err := base64.StdEncoding.DecodeString(bundle)
+	if err != nil || bundle == "" {
+		t.Fatalf("caBundle %q: %v", bundle, err)
+	}
+	doubled := base64.StdEncoding.EncodeToString(append(pem, pem...))
+	if r := asSA("", "patch", vwc, "--type=json", "-p",
+		`[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"`+doubled+`"}]`); r.Err != nil {
+		t.Errorf("a caBundle change by dsguard's account is refused: %v", r.Error())
+	}
+
+	// Secrets: the CA by name only (a server-side dry run stores nothing).
+	if r := asSA("", "create", "secret", "generic", "stolen", "-n", smNamespace, "--from-literal=k=v", "--dry-run=server"); r.ExitCode == 0 ||
+		!strings.Contains(r.Stderr, policyDenied) {
+		t.Errorf("creating another Secret: want refused by the admission policy:\n%s", r.Stderr)
+	}
+	if r := asSA("", "create", "secret", "generic", smFullname+"-ca", "-n", smNamespace, "--from-literal=k=v", "--dry-run=server"); strings.Contains(r.Stderr, policyDenied) ||
+		!strings.Contains(r.Stderr, "AlreadyExists") {
+		t.Errorf("creating the CA Secret (which exists) must pass the policy and meet AlreadyExists:\n%s", r.Stderr)
+	}
+	// Nobody else is narrowed: the admin changes the timeout and back.
+	mustKubectl(t, "", "patch", vwc, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":4}]`)
+	mustKubectl(t, "", "patch", vwc, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":5}]`)
+
+	if log := dsguardLog(); strings.Contains(log, "ValidatingAdmissionPolicy") {
+		t.Errorf("dsguard's own caBundle upkeep met the admission policy:\n%s", log)
+	}
 }

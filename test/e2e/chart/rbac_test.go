@@ -145,7 +145,7 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 	webhookPort, healthPort, metricsPort := freePort(t), freePort(t), freePort(t)
 
 	h := helms()[1]
-	r := helm(t, h, "install", rbacRelease, "charts/dsguard", "--namespace", rbacNamespace,
+	r := helm(t, h, "install", rbacRelease, "charts/dsguard", "--namespace", rbacNamespace, "--set", "tls.mode=file",
 		"--set", fmt.Sprintf("webhook.url=https://127.0.0.1:%d", webhookPort),
 		"--set", "webhook.caBundle="+base64.StdEncoding.EncodeToString(certPEM))
 	if r.Err != nil {
@@ -162,7 +162,7 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=true",
 		"--leader-elect=true", "--shutdown-timeout", "5s")
 	dsguardLog := dsguard.Log
-	t.Cleanup(func() { helm(t, h, "uninstall", rbacRelease, "--namespace", rbacNamespace) })
+	t.Cleanup(func() { uninstall(t, h, rbacRelease, rbacNamespace) })
 
 	t.Run("leader election", func(t *testing.T) {
 		var holder string
