@@ -82,7 +82,7 @@ docs: ## Regenerate docs/rules.md from the rule registry
 	$(GO) run ./cmd/dsguard rules -o markdown > docs/rules.md
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd, helm and helm4 into the per-user cache
+tools: ## Build kube-apiserver, kube-controller-manager, kubectl, etcd, helm, helm4 and cert-manager into the per-user cache
 	hack/tools.sh
 
 # The image, without a Docker engine: the static binary on an empty base as

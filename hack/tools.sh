@@ -22,6 +22,14 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM4_VERSION="${HELM4_VERSION:-v4.3.1}"
+# cert-manager's controller and cainjector, for the chart's tls.mode=certManager
+# e2e test (see build_cert_manager).
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
+CERT_MANAGER_BINS=(cert-manager-controller cert-manager-cainjector)
+# Their stamp names the version and the sources of hack/cert-manager, so that a
+# change there rebuilds them.
+CERT_MANAGER_STAMP="${CERT_MANAGER_VERSION} $(cat "$(dirname "${BASH_SOURCE[0]}")"/cert-manager/go.mod \
+  "$(dirname "${BASH_SOURCE[0]}")"/cert-manager/*/*.go | sha256sum | cut -c1-16)"
 # Kubernetes pins etcd in build/dependencies.yaml of its module; read from there
 # when the module is present, this default is what v1.37.2 pins.
 ETCD_VERSION="${ETCD_VERSION:-}"
@@ -52,6 +60,9 @@ all_stamped() {
   local b
   for b in "${K8S_BINS[@]}" etcd helm helm4; do
     [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
+  done
+  for b in "${CERT_MANAGER_BINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" && -x "$BIN_DIR/$b" ]] || return 1
   done
 }
 
@@ -264,12 +275,37 @@ build_helm4() {
   log "helm ${HELM4_VERSION}: built in $((SECONDS - start))s"
 }
 
+# cert-manager publishes the main packages of its controller and cainjector as
+# modules the Go module proxy does not serve; hack/cert-manager holds two small
+# mains that wire the same controllers from the github.com/cert-manager/cert-manager
+# module (which it serves, without replace directives), in a module of their
+# own so that dsguard's go.mod stays free of the issuers' dependencies.
+build_cert_manager() {
+  local b missing=false
+  for b in "${CERT_MANAGER_BINS[@]}"; do
+    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" ]] || missing=true
+  done
+  $missing || return 0
+  local start=$SECONDS dir="$work/cert-manager"
+  cp -r "$(dirname "${BASH_SOURCE[0]}")/cert-manager" "$dir"
+  log "cert-manager ${CERT_MANAGER_VERSION}: resolving modules"
+  (cd "$dir" && go mod edit -require "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" && go mod tidy >/dev/null 2>&1 ||
+    (cd "$dir" && go mod tidy))
+  log "cert-manager ${CERT_MANAGER_VERSION}: building controller and cainjector"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$work/cmbin/" ./controller ./cainjector)
+  mv -f "$work/cmbin/controller" "$BIN_DIR/cert-manager-controller"
+  mv -f "$work/cmbin/cainjector" "$BIN_DIR/cert-manager-cainjector"
+  for b in "${CERT_MANAGER_BINS[@]}"; do echo "$CERT_MANAGER_STAMP" >"$BIN_DIR/.stamp-$b"; done
+  log "cert-manager ${CERT_MANAGER_VERSION}: built controller and cainjector in $((SECONDS - start))s"
+}
+
 # The builds are independent; run them side by side and fail if any fails.
 pids=()
 build_kubernetes & pids+=($!)
 build_etcd & pids+=($!)
 build_helm & pids+=($!)
 build_helm4 & pids+=($!)
+build_cert_manager & pids+=($!)
 if $node; then
   build_containerd & pids+=($!)
   build_cni_plugins & pids+=($!)

@@ -144,6 +144,15 @@ func TestSchema_PolicyMirrorsConfig(t *testing.T) {
 		for typ.Kind() == reflect.Pointer {
 			typ = typ.Elem()
 		}
+		if typ == reflect.TypeFor[policy.RulesConfig]() {
+			// The rules' part is typed by the registry: one field per rule,
+			// keyed by rule ID, with that rule's parameters.
+			v, err := policy.Rules().DefaultConfig().Rules.MarshalYAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			typ = reflect.TypeOf(v)
+		}
 		switch typ.Kind() {
 		case reflect.Struct:
 			node = s.resolve(node)
@@ -151,12 +160,8 @@ func TestSchema_PolicyMirrorsConfig(t *testing.T) {
 				t.Errorf("policy schema %s: not closed (additionalProperties false)", path)
 			}
 			var want []string
-			for i := 0; i < typ.NumField(); i++ {
-				f := typ.Field(i)
+			for _, f := range yamlFields(typ) {
 				tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-				if tag == "" || tag == "-" {
-					continue
-				}
 				want = append(want, tag)
 				child := s.property(node, tag)
 				if child == nil {
@@ -269,4 +274,21 @@ func TestSchema_AcceptsTheExamplePolicy(t *testing.T) {
 			t.Errorf("%s: the policy differs after a round trip through the chart", h.name)
 		}
 	}
+}
+
+// yamlFields returns the fields yaml reads of a struct, with the fields of
+// inlined structs in place of them.
+func yamlFields(typ reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case strings.Contains(opts, "inline"):
+			out = append(out, yamlFields(f.Type)...)
+		case tag != "" && tag != "-":
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -127,3 +127,11 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{- end -}}
+
+{{/* The host the API server calls when webhook.url is set (no port, no
+brackets): the serving certificate must be valid for it. */}}
+{{- define "dsguard.urlHost" -}}
+{{- with .Values.webhook.url -}}
+{{- (urlParse .).hostname -}}
+{{- end -}}
+{{- end -}}

@@ -125,7 +125,9 @@ func TestRenderedChart_CertManagerMode(t *testing.T) {
 	if !strings.Contains(manifests, "cert-manager.io/inject-ca-from: "+namespace+"/dsguard-tls") {
 		t.Fatalf("the webhook configuration lacks the cainjector annotation:\n%s", manifests)
 	}
-	r := kubectl(t, manifests, "apply", "--dry-run=server", "-f", "-")
+	// A fresh discovery cache: an earlier test may have run cert-manager and
+	// removed its CRDs again.
+	r := kubectl(t, manifests, "apply", "--dry-run=server", "--cache-dir", t.TempDir(), "-f", "-")
 	if r.ExitCode == 0 || !strings.Contains(r.Stderr, `no matches for kind "Certificate" in version "cert-manager.io/v1"`) {
 		t.Fatalf("without cert-manager's CRDs, want the Certificates refused:\n%s", r.Stderr)
 	}

@@ -40,9 +40,19 @@ func helm(t *testing.T, h helmBin, args ...string) framework.Result {
 // uninstall runs `helm uninstall` without the pre-delete hook: this API
 // server has no kubelet, so the hook's Job would never run (hooks_test.go
 // runs its command itself).
+//
+// It often runs in a t.Cleanup, when t.Context() is already cancelled: it has
+// a context of its own.
 func uninstall(t *testing.T, h helmBin, release, ns string) framework.Result {
 	t.Helper()
-	return helm(t, h, "uninstall", release, "--namespace", ns, "--no-hooks")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	args := []string{"uninstall", release, "--namespace", ns, "--no-hooks"}
+	r := runCmd(ctx, "", []string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
+		h.path, append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	t.Logf("$ %s %s\n%s%s", h.name, strings.Join(args, " "), r.Stdout, r.Stderr)
+	return r
 }
 
 // kubectl runs the built kubectl against the test cluster and logs it.

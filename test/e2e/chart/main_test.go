@@ -17,11 +17,16 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // cluster is shared by every test of the package: one control plane.
 var cluster *framework.Cluster
+
+// kube is a client-go clientset for the cluster.
+var kube kubernetes.Interface
 
 // caBundle is the CA of the locally started dsguard's serving certificate,
 // base64-encoded, as framework.Start installed it.
@@ -30,7 +35,7 @@ var caBundle string
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunSuite(m, "e2e: chart", framework.Options{Nodes: framework.SmallCluster},
 		func(ctx context.Context, s *framework.Suite) error {
-			cluster = s.Cluster
+			cluster, kube = s.Cluster, s.Kube
 			r := cluster.Kubectl(ctx, "", "get", "validatingwebhookconfiguration", "dsguard",
 				"-o", "jsonpath={.webhooks[0].clientConfig.caBundle}")
 			if r.Err != nil || r.Stdout == "" {

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// Process is a dsguard a test starts beside the cluster's own (another
-// replica, another certificate mode, another identity).
+// Process is a program a test starts beside the cluster: another dsguard
+// (another replica, certificate mode or identity), or cert-manager.
 type Process struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -24,12 +24,18 @@ type Process struct {
 // StartDsguard starts the dsguard binary under test with args, logging to a
 // file in dir. It dies with the test process; Stop ends it gracefully.
 func (c *Cluster) StartDsguard(dir string, args ...string) (*Process, error) {
-	p := &Process{logPath: filepath.Join(dir, fmt.Sprintf("dsguard-%d.log", time.Now().UnixNano()))}
+	return StartProcess(dir, c.Dsguard, args...)
+}
+
+// StartProcess starts bin with args, logging to a file in dir named after
+// it. It dies with the test process; Stop ends it gracefully.
+func StartProcess(dir, bin string, args ...string) (*Process, error) {
+	p := &Process{logPath: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(bin), time.Now().UnixNano()))}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(c.Dsguard, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

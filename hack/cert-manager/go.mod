@@ -1,0 +1,11 @@
+// The cert-manager controller and cainjector the e2e tests run, built by
+// hack/tools.sh. cert-manager publishes its binaries' main packages as modules
+// the Go module proxy does not serve, so these two small mains wire the
+// controllers of the github.com/cert-manager/cert-manager module (which it does
+// serve) the same way. A module of its own: dsguard's go.mod stays free of the
+// issuers' dependencies (ACME, Vault, Venafi clouds).
+module dsguard.local/cert-manager-tools
+
+go 1.26
+
+require github.com/cert-manager/cert-manager v1.21.2
