@@ -3,7 +3,6 @@ package chart
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,16 +86,9 @@ func TestTemplate_DeploymentArgsAreServeFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	help := e.run(bin, "serve", "--help")
-	if help.err != nil {
-		t.Fatalf("%v\n%s", help.err, help)
-	}
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help.stdout, -1) {
-		flags[m[1]] = true
-	}
+	flags := e.flags(t, bin, "serve")
 	if !flags["cert-dir"] || !flags["leader-elect"] {
-		t.Fatalf("could not read the flags of dsguard serve --help:\n%s", help.stdout)
+		t.Fatalf("could not read the flags of dsguard serve --help: %v", flags)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -113,6 +114,20 @@ func (e env) run(bin string, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	return result{cmd: filepath.Base(bin) + " " + strings.Join(args, " "), stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+// flags returns the long flags `dsguard <command...> --help` lists.
+func (e env) flags(t *testing.T, bin string, command ...string) map[string]bool {
+	t.Helper()
+	help := e.run(bin, append(command, "--help")...)
+	if help.err != nil {
+		t.Fatalf("%v\n%s", help.err, help)
+	}
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help.stdout, -1) {
+		flags[m[1]] = true
+	}
+	return flags
 }
 
 // template renders the chart as release dsguard in the test namespace.

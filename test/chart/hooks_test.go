@@ -1,12 +1,12 @@
 package chart
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
+	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
 // TestTemplate_HookArgsAreDsguardFlags fails when a hook passes a subcommand
@@ -37,14 +37,7 @@ func TestTemplate_HookArgsAreDsguardFlags(t *testing.T) {
 		if len(args) < 2 || args[0] != "hook" {
 			t.Fatalf("%s args = %v, want hook <step> ...", c.kind, args)
 		}
-		help := e.run(bin, "hook", args[1], "--help")
-		if help.err != nil {
-			t.Fatalf("%s: dsguard hook %s: %v\n%s", c.kind, args[1], help.err, help)
-		}
-		flags := map[string]bool{}
-		for _, m := range regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`).FindAllStringSubmatch(help.stdout, -1) {
-			flags[m[1]] = true
-		}
+		flags := e.flags(t, bin, "hook", args[1])
 		for _, a := range args[2:] {
 			name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 			if !strings.HasPrefix(a, "--") || !flags[name] {
@@ -166,6 +159,31 @@ func TestTemplate_Hardening(t *testing.T) {
 		}
 		if get(np[0], "spec", "policyTypes", 0) != "Ingress" {
 			t.Errorf("policyTypes = %v, want Ingress", get(np[0], "spec", "policyTypes"))
+		}
+	})
+
+	t.Run("fail-open namespaces", func(t *testing.T) {
+		objs := objects(t, e.template(t, h))
+		hooks := get(find(objs, "ValidatingWebhookConfiguration")[0], "webhooks").([]any)
+		var failOpen, excluded []string
+		for _, v := range get(hooks[1], "namespaceSelector", "matchExpressions", 0, "values").([]any) {
+			failOpen = append(failOpen, v.(string))
+		}
+		for _, v := range get(hooks[0], "namespaceSelector", "matchExpressions", 0, "values").([]any) {
+			excluded = append(excluded, v.(string))
+		}
+		if !slices.Equal(failOpen, dswebhook.DefaultFailOpenNamespaces) || get(hooks[1], "failurePolicy") != "Ignore" {
+			t.Errorf("the fail-open entry covers %v, want dsguard's default list %v with failurePolicy Ignore",
+				failOpen, dswebhook.DefaultFailOpenNamespaces)
+		}
+		for _, ns := range dswebhook.DefaultFailOpenNamespaces {
+			if !slices.Contains(excluded, ns) {
+				t.Errorf("%s is fail-open but the fail-closed entry still matches it (excludes %v)", ns, excluded)
+			}
+		}
+		args := get(find(objs, "Deployment")[0], "spec", "template", "spec", "containers", 0, "args").([]any)
+		if want := "--fail-open-namespaces=" + strings.Join(dswebhook.DefaultFailOpenNamespaces, ","); !slices.Contains(args, any(want)) {
+			t.Errorf("args %v lack %s", args, want)
 		}
 	})
 

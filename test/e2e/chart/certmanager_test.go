@@ -8,8 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +15,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -100,7 +96,11 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 		"--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address", "0", "--leader-elect=false", "--shutdown-timeout", "5s")
-	probe := throughWebhook(t)
+	through, err := cluster.ThroughDsguard(kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func() error { return through(t.Context()) }
 	eventually(t, 30*time.Second, func() bool { return probe() == nil }, func() string { return fmt.Sprint(probe()) })
 	if got := servedCert(t, webhookPort, ca).SerialNumber; got.Cmp(leaf.SerialNumber) != 0 {
 		t.Fatalf("dsguard serves serial %x, the Secret holds %x", got, leaf.SerialNumber)
@@ -259,26 +259,4 @@ func servedCert(t *testing.T, port int, caPEM []byte) *x509.Certificate {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0]
-}
-
-// throughWebhook returns a request that must pass through dsguard: a
-// server-side dry-run create of node-exporter, which dsguard denies. Any
-// other outcome (a TLS or connection failure, a timeout) is an error.
-func throughWebhook(t *testing.T) func() error {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", "node-exporter.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(data, &ds); err != nil {
-		t.Fatal(err)
-	}
-	return func() error {
-		_, err := kube.AppsV1().DaemonSets(ds.Namespace).Create(t.Context(), &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), `admission webhook "`+dsWebhook+`" denied the request`) {
-			return nil
-		}
-		return fmt.Errorf("not denied by dsguard: %v", err)
-	}
 }
