@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,17 +40,10 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 	}
 	crDir := strings.TrimSpace(string(out))
 
-	files, err := filepath.Glob(filepath.Join(root, "webhook", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join(crDir, "pkg", "webhook", "internal", "metrics", "metrics.go"))
+	files := append(productFiles(t, root), filepath.Join(crDir, "pkg", "webhook", "internal", "metrics", "metrics.go"))
 	defs := map[string]metricDef{}
 	constructor := regexp.MustCompile(`^New(Counter|Gauge|Histogram|Summary)(Vec)?$`)
 	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -119,44 +113,54 @@ func stringLit(e ast.Expr) string {
 	return ""
 }
 
-// labelValues returns the strings dsguard writes as label values: every
-// string literal of webhook/ (where the metrics are set), and every typed
-// string constant of policy/ (StatusState, SkipKind).
+// labelValues returns the strings dsguard may write as label values: every
+// string literal of its packages (typed string constants such as StatusState
+// and SkipKind among them).
 func labelValues(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	for _, dir := range []string{"webhook", "policy"} {
-		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
-		for _, file := range files {
-			if strings.HasSuffix(file, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.ImportSpec:
-					return false
-				case *ast.BasicLit:
-					if s := stringLit(n); s != "" && dir == "webhook" {
-						out[s] = true
-					}
-				case *ast.ValueSpec:
-					if n.Type != nil && dir == "policy" {
-						for _, v := range n.Values {
-							if s := stringLit(v); s != "" {
-								out[s] = true
-							}
-						}
-					}
-				}
-				return true
-			})
+	for _, file := range productFiles(t, root) {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ImportSpec:
+				return false
+			case *ast.BasicLit:
+				if s := stringLit(n); s != "" {
+					out[s] = true
+				}
+			}
+			return true
+		})
 	}
 	return out
+}
+
+// productFiles returns the Go files of dsguard's own packages, wherever the
+// package layout puts them: everything but tests, test/ and hack/.
+func productFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && (rel == "test" || rel == "hack" || strings.HasPrefix(d.Name(), ".") && rel != ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 // targetLabels are the labels the ServiceMonitor's scrape adds to every

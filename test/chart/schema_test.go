@@ -147,7 +147,7 @@ func TestSchema_PolicyMirrorsConfig(t *testing.T) {
 		if typ == reflect.TypeFor[policy.RulesConfig]() {
 			// The rules' part is typed by the registry: one field per rule,
 			// keyed by rule ID, with that rule's parameters.
-			v, err := policy.Rules().DefaultConfig().Rules.MarshalYAML()
+			v, err := rules.Builtin().DefaultConfig().Rules.MarshalYAML()
 			if err != nil {
 				t.Fatal(err)
 			}
