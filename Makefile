@@ -47,7 +47,7 @@ e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI):
 
 .PHONY: chart-test
 chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them)
-	$(GO) test -count=1 ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)
+	$(GO) test -count=1 -timeout 20m ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)
 
 .PHONY: chart-docs
 chart-docs: ## Regenerate the values table of charts/dsguard/README.md from values.yaml

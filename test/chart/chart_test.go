@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/dsguard/dsguard/policy/rules"
-	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // TestLint_StrictWithBothHelms runs `helm lint --strict` with Helm 3 and
@@ -82,10 +81,7 @@ func firstDifference(want, got string) string {
 // that `dsguard serve` does not have, for every value set.
 func TestTemplate_DeploymentArgsAreServeFlags(t *testing.T) {
 	e := setup(t)
-	bin, err := framework.BuildDsguard(e.root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := e.dsguard(t)
 	flags := e.flags(t, bin, "serve")
 	if !flags["cert-dir"] || !flags["leader-elect"] {
 		t.Fatalf("could not read the flags of dsguard serve --help: %v", flags)

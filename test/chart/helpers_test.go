@@ -77,6 +77,37 @@ func setup(t *testing.T) env {
 	return shared
 }
 
+var (
+	dsguardOnce sync.Once
+	dsguardDir  string
+	dsguardBin  string
+	dsguardErr  error
+)
+
+// TestMain removes the dsguard binary the tests share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if dsguardDir != "" {
+		_ = os.RemoveAll(dsguardDir)
+	}
+	os.Exit(code)
+}
+
+// dsguard builds the dsguard binary under test once per run: the tests that
+// compare the chart's arguments with its flags share it.
+func (e env) dsguard(t *testing.T) string {
+	t.Helper()
+	dsguardOnce.Do(func() {
+		if dsguardDir, dsguardErr = os.MkdirTemp("", "dsguard-chart-test-"); dsguardErr == nil {
+			dsguardBin, dsguardErr = framework.BuildDsguard(e.root, dsguardDir)
+		}
+	})
+	if dsguardErr != nil {
+		t.Fatal(dsguardErr)
+	}
+	return dsguardBin
+}
+
 // helm is one Helm binary the chart must work with.
 type helm struct {
 	name string // "helm3" or "helm4", for subtest names

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dsguard/dsguard/test/e2e/framework"
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -14,10 +13,7 @@ import (
 // image itself, which has no shell.
 func TestTemplate_HookArgsAreDsguardFlags(t *testing.T) {
 	e := setup(t)
-	bin, err := framework.BuildDsguard(e.root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := e.dsguard(t)
 	objs := objects(t, e.template(t, e.helms()[0]))
 	for _, c := range []struct {
 		kind string
