@@ -101,6 +101,24 @@ image: ## Build the container image as an OCI layout and archive in bin/image (n
 docker-image: ## Build the same image with a Docker engine (Dockerfile)
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
 
+# GoReleaser and the SBOM tool, built from the Go module proxy into the per-user cache, keyed by version.
+RELEASE_TOOLS ?= $(or $(DSGUARD_CACHE),$(HOME)/.cache/dsguard)/release-tools
+GORELEASER_VERSION ?= v2.15.1
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
+
+.PHONY: release-tools
+release-tools:
+	@test -x $(RELEASE_TOOLS)/$(GORELEASER_VERSION)/goreleaser || GOBIN=$(RELEASE_TOOLS)/$(GORELEASER_VERSION) CGO_ENABLED=0 $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+	@test -x $(RELEASE_TOOLS)/$(GORELEASER_VERSION)/cyclonedx-gomod || GOBIN=$(RELEASE_TOOLS)/$(GORELEASER_VERSION) CGO_ENABLED=0 $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+
+.PHONY: release-check
+release-check: release-tools ## Validate .goreleaser.yaml with GoReleaser's own check
+	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser check
+
+.PHONY: release-snapshot
+release-snapshot: release-tools ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest)
+	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --snapshot --clean --skip=publish
+
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN_DIR)
+	rm -rf $(BIN_DIR) dist

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,7 @@ type checkOptions struct {
 	namespace  string
 	nodesFile  string
 	failOn     string
+	allowEmpty bool
 	render     render.Options
 }
 
@@ -67,6 +69,7 @@ func newCheckCommand() *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit or github")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when the input holds no Kubernetes object (for hooks handed whatever files changed)")
 	f.StringVar(&o.failOn, "fail-on", "deny", "weakest verdict that fails the check (exit 1): deny or warn")
 	f.StringArrayVar(&o.render.ValuesFiles, "values", nil, "Helm values file for the charts checked; repeatable, later files win")
 	f.StringArrayVar(&o.render.Set, "set", nil, "Helm value for the charts checked (key=value, as helm --set); repeatable")
@@ -113,6 +116,10 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
 	}
 	rep, err := check.Run(in)
+	if errors.Is(err, check.ErrNoInput) && o.allowEmpty {
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "note: %v\n", err)
+		return err
+	}
 	if err != nil {
 		return err
 	}

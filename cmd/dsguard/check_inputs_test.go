@@ -79,6 +79,7 @@ func TestCheck_Inputs(t *testing.T) {
 			want: []string{"checked 2 DaemonSets in 2 files: 1 denied"},
 		},
 		{name: "no Kubernetes object is not a pass", args: []string{"check", "testdata/empty"}, code: 2, want: []string{"no Kubernetes objects found in testdata/empty"}},
+		{name: "--allow-empty lets a hook pass files that hold no manifest", args: []string{"check", "--allow-empty", "testdata/mixed/values.yaml"}, code: 0, want: []string{"note: no Kubernetes objects found"}},
 		{name: "empty stdin is not a pass", args: []string{"check", "-"}, code: 2, want: []string{"no Kubernetes objects found in -"}},
 		{
 			name: "a DaemonSet the API server would refuse is an error naming the file",
