@@ -280,6 +280,15 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 				res.id, c.Total, c.Eligible, c.Skipped(), len(allNodes))
 		}
 	}
+	// The CLI's printed placement, from the same nodes saved to a file.
+	var dss []*appsv1.DaemonSet
+	for _, res := range batch {
+		dss = append(dss, res.ds)
+	}
+	cli, err := cliPlacements(t.TempDir(), dss, allNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tCreate := time.Since(t0)
 
 	// Wait for the controller's verdicts.
@@ -394,6 +403,10 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 		if !slices.Equal(res.podNodes, res.eligible) {
 			problems = append(problems, fmt.Sprintf("the controller made Pods for %v, the prediction leaves eligible %v",
 				res.podNodes, res.eligible))
+		}
+		if printed, ok := cli[res.ds.Name]; !ok || !slices.Equal(res.podNodes, printed) {
+			problems = append(problems, fmt.Sprintf("the controller made Pods for %v, dsguard check -o json prints %v",
+				res.podNodes, printed))
 		}
 		if res.status.NumberMisscheduled != 0 {
 			problems = append(problems, fmt.Sprintf("numberMisscheduled %d", res.status.NumberMisscheduled))

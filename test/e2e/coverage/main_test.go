@@ -2,7 +2,8 @@
 // DaemonSet controller: random node sets and DaemonSets go to a real
 // kube-apiserver with a real kube-controller-manager, and every prediction of
 // coverage.Predict must equal the controller's
-// status.desiredNumberScheduled and the set of nodes it creates Pods for.
+// status.desiredNumberScheduled and the set of nodes it creates Pods for, and
+// so must the node list `dsguard check -o json --nodes` prints.
 package coverage
 
 import (
@@ -43,6 +44,16 @@ func run(m *testing.M) int {
 	}
 	tools, err := framework.ToolsDir(root)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "coverage:", err)
+		return 1
+	}
+	binDir, err := os.MkdirTemp("", "dsguard-coverage-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coverage:", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	if dsguardBin, err = framework.BuildDsguard(root, binDir); err != nil {
 		fmt.Fprintln(os.Stderr, "coverage:", err)
 		return 1
 	}
