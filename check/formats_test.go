@@ -186,3 +186,24 @@ func TestWriteGitHub(t *testing.T) {
 		t.Errorf("ghProperty = %q", got)
 	}
 }
+
+// TestRun_Stream: a streamed run hands each result on and keeps none, yet
+// its summary and exit code are those of a run that keeps them.
+func TestRun_Stream(t *testing.T) {
+	kept := runCodescan(t, policy.ActionDeny)
+	var streamed []string
+	r, err := Run(Input{Paths: []string{"testdata/codescan"}, Env: policy.Env{Policy: rules.Builtin().Default(), Now: time.Now()},
+		Namespace: "default", Stream: func(res *Result) error {
+			streamed = append(streamed, res.Namespace+"/"+res.Name+":"+string(res.Verdict()))
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Results) != 0 || strings.Join(streamed, ",") != "monitoring/agent:deny" {
+		t.Errorf("kept %d results, streamed %v; want none kept and monitoring/agent:deny streamed", len(r.Results), streamed)
+	}
+	if r.Summary() != kept.Summary() || r.ExitCode() != kept.ExitCode() || r.ExitCode() != ExitDenied {
+		t.Errorf("streamed summary %+v exit %d, kept %+v exit %d", r.Summary(), r.ExitCode(), kept.Summary(), kept.ExitCode())
+	}
+}

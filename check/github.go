@@ -13,9 +13,21 @@ import (
 // file and line of the field, so they show on the pull request's diff; an
 // ::error per unreadable document; the summary as a plain line.
 func WriteGitHub(w io.Writer, r *Results) error {
-	var b strings.Builder
+	stream := GitHubStream(w)
 	for i := range r.Results {
-		res := &r.Results[i]
+		if err := stream(&r.Results[i]); err != nil {
+			return err
+		}
+	}
+	return WriteGitHubSummary(w, r)
+}
+
+// GitHubStream returns an Input.Stream that prints each DaemonSet's
+// annotations as WriteGitHub does, as soon as it is judged;
+// WriteGitHubSummary then prints the rest.
+func GitHubStream(w io.Writer) func(*Result) error {
+	return func(res *Result) error {
+		var b strings.Builder
 		for j, f := range res.Findings {
 			var cmd string
 			switch f.Action {
@@ -33,7 +45,15 @@ func WriteGitHub(w io.Writer, r *Results) error {
 			props = append(props, "title="+ghProperty("dsguard "+f.RuleID))
 			fmt.Fprintf(&b, "::%s %s::%s\n", cmd, strings.Join(props, ","), ghData(findingText(res, f)))
 		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
+}
+
+// WriteGitHubSummary prints the annotations of unreadable documents, the
+// summary line and the notes.
+func WriteGitHubSummary(w io.Writer, r *Results) error {
+	var b strings.Builder
 	for _, e := range r.Errors {
 		props := "file=" + ghProperty(e.Location.File)
 		if e.Location.Line > 0 {

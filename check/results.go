@@ -51,6 +51,34 @@ type Results struct {
 	Notes []string
 	// FailOn is the weakest action that fails the check: deny (default) or warn.
 	FailOn policy.Action
+
+	// The outcome so far, kept as results arrive (add), so that a streamed
+	// run, which keeps no Result, still has its summary and exit code.
+	counts        Summary
+	failed        bool
+	auditFindings int
+}
+
+// add counts a result and keeps it unless it was streamed.
+func (r *Results) add(res Result, keep bool) {
+	r.counts.DaemonSets++
+	switch res.Verdict() {
+	case VerdictDeny:
+		r.counts.Denied++
+	case VerdictWarn:
+		r.counts.Warned++
+	default:
+		r.counts.Passed++
+	}
+	for _, f := range res.Findings {
+		if f.Action != policy.ActionDeny && f.Action != policy.ActionWarn {
+			r.auditFindings++
+		}
+	}
+	r.failed = r.failed || res.Fails(r.FailOn)
+	if keep {
+		r.Results = append(r.Results, res)
+	}
 }
 
 // Exit codes of `dsguard check`.
@@ -67,10 +95,8 @@ func (r *Results) ExitCode() int {
 	if len(r.Errors) > 0 {
 		return ExitInvalid
 	}
-	for i := range r.Results {
-		if r.Results[i].Fails(r.FailOn) {
-			return ExitDenied
-		}
+	if r.failed {
+		return ExitDenied
 	}
 	return ExitOK
 }
@@ -88,19 +114,10 @@ type Summary struct {
 
 // Summary returns the counts of the report.
 func (r *Results) Summary() Summary {
-	s := Summary{Files: r.Files, DaemonSets: len(r.Results), Errors: len(r.Errors)}
+	s := r.counts
+	s.Files, s.Errors = r.Files, len(r.Errors)
 	for _, n := range r.Skipped {
 		s.Skipped += n
-	}
-	for i := range r.Results {
-		switch r.Results[i].Verdict() {
-		case VerdictDeny:
-			s.Denied++
-		case VerdictWarn:
-			s.Warned++
-		default:
-			s.Passed++
-		}
 	}
 	return s
 }

@@ -31,6 +31,11 @@ type Input struct {
 	Namespace string
 	// FailOn is the weakest action that fails the check; deny when empty.
 	FailOn policy.Action
+	// Stream, when set, receives each DaemonSet's result as soon as it is
+	// judged, and the result is not kept: memory then follows the largest
+	// document, not the input or the number of findings (text and GitHub
+	// output stream; JSON, SARIF and JUnit are one document and keep all).
+	Stream func(*Result) error
 }
 
 // ErrNoInput means the paths held no Kubernetes object at all: a check of
@@ -54,11 +59,19 @@ func Run(in Input) (*Results, error) {
 		}
 	}
 	rd := &manifest.Reader{Stdin: in.Stdin, Render: in.Render}
+	var streamErr error
 	rd.OnDaemonSet = func(d manifest.DaemonSet) {
-		r.Results = append(r.Results, judge(d, in.Env, in.Namespace, byName))
+		res := judge(d, in.Env, in.Namespace, byName)
+		if in.Stream != nil && streamErr == nil {
+			streamErr = in.Stream(&res)
+		}
+		r.add(res, in.Stream == nil)
 	}
 	if err := rd.Load(in.Paths); err != nil {
 		return nil, err
+	}
+	if streamErr != nil {
+		return nil, streamErr
 	}
 	r.Errors, r.Files, r.Skipped = rd.Errors, rd.Files, rd.Skipped
 	if rd.Objects == 0 && len(rd.Errors) == 0 {
@@ -70,7 +83,7 @@ func Run(in Input) (*Results, error) {
 	for _, s := range rd.Rendered {
 		r.Notes = append(r.Notes, "rendered with "+s)
 	}
-	if len(r.Results) == 0 && len(rd.Errors) == 0 {
+	if r.counts.DaemonSets == 0 && len(rd.Errors) == 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("no DaemonSet among the %d objects read", rd.Objects))
 	}
 	if in.Env.Nodes == nil && needsNodes() {

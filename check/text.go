@@ -9,8 +9,8 @@ import (
 )
 
 // WriteText renders the report for a person at a terminal: every DaemonSet
-// with its verdict, each visible finding with rule, field, message and fix,
-// then every unreadable document, then a summary line.
+// with its verdict, each visible finding with rule, field, line, message and
+// fix, then every unreadable document, then a summary line.
 func WriteText(w io.Writer, r *Results) error { return writeText(w, r, false) }
 
 // WriteWide is WriteText with each DaemonSet's placement: the nodes it will
@@ -18,17 +18,31 @@ func WriteText(w io.Writer, r *Results) error { return writeText(w, r, false) }
 func WriteWide(w io.Writer, r *Results) error { return writeText(w, r, true) }
 
 func writeText(w io.Writer, r *Results, wide bool) error {
-	var b strings.Builder
-	audit := 0
+	stream := TextStream(w, wide)
 	for i := range r.Results {
-		res := &r.Results[i]
+		if err := stream(&r.Results[i]); err != nil {
+			return err
+		}
+	}
+	return WriteTextSummary(w, r)
+}
+
+// TextStream returns an Input.Stream that prints each DaemonSet as WriteText
+// (or, wide, WriteWide) does, as soon as it is judged; WriteTextSummary then
+// prints the rest.
+func TextStream(w io.Writer, wide bool) func(*Result) error {
+	return func(res *Result) error {
+		var b strings.Builder
 		fmt.Fprintf(&b, "%s: DaemonSet %s/%s: %s\n", res.Location, res.Namespace, res.Name, res.Verdict())
-		for _, f := range res.Findings {
+		for i, f := range res.Findings {
 			if f.Action != policy.ActionDeny && f.Action != policy.ActionWarn {
-				audit++
 				continue
 			}
-			fmt.Fprintf(&b, "  %-4s  %s  %s\n", strings.ToUpper(string(f.Action)), f.RuleID, f.FieldString())
+			at := ""
+			if i < len(res.Positions) && res.Positions[i].Line > 0 {
+				at = fmt.Sprintf("  (line %d)", res.Positions[i].Line)
+			}
+			fmt.Fprintf(&b, "  %-4s  %s  %s%s\n", strings.ToUpper(string(f.Action)), f.RuleID, f.FieldString(), at)
 			fmt.Fprintf(&b, "        %s\n", f.Message)
 			for _, d := range f.Details {
 				fmt.Fprintf(&b, "          %s\n", d)
@@ -38,7 +52,15 @@ func writeText(w io.Writer, r *Results, wide bool) error {
 		if wide && res.Placement != nil {
 			WritePlacement(&b, res.Placement, "  ")
 		}
+		_, err := io.WriteString(w, b.String())
+		return err
 	}
+}
+
+// WriteTextSummary prints what follows the DaemonSets in text output: every
+// unreadable document, the summary line and the notes.
+func WriteTextSummary(w io.Writer, r *Results) error {
+	var b strings.Builder
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "%s: error: %v\n", e.Location, e.Err)
 	}
@@ -52,8 +74,8 @@ func writeText(w io.Writer, r *Results, wide bool) error {
 		fmt.Fprintf(&b, "; %s could not be read", plural(s.Errors, "document"))
 	}
 	b.WriteString("\n")
-	if audit > 0 {
-		fmt.Fprintf(&b, "%s recorded at audit level (shown with -o json)\n", plural(audit, "finding"))
+	if r.auditFindings > 0 {
+		fmt.Fprintf(&b, "%s recorded at audit level (shown with -o json)\n", plural(r.auditFindings, "finding"))
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

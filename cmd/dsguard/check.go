@@ -17,16 +17,25 @@ import (
 	"github.com/dsguard/dsguard/render"
 )
 
-// checkFormats are the -o values of check, each with its writer.
-var checkFormats = map[string]func(w io.Writer, r *check.Results) error{
-	"text":   check.WriteText,
-	"wide":   check.WriteWide,
-	"json":   check.WriteJSON,
-	"junit":  check.WriteJUnit,
-	"github": check.WriteGitHub,
-	"sarif": func(w io.Writer, r *check.Results) error {
+// checkFormat writes one -o format: either the whole Results at the end, or
+// each DaemonSet as it is judged (stream) and then the rest (tail), which
+// keeps memory to the largest document.
+type checkFormat struct {
+	whole  func(w io.Writer, r *check.Results) error
+	stream func(w io.Writer) func(*check.Result) error
+	tail   func(w io.Writer, r *check.Results) error
+}
+
+// checkFormats are the -o values of check.
+var checkFormats = map[string]checkFormat{
+	"text":   {stream: func(w io.Writer) func(*check.Result) error { return check.TextStream(w, false) }, tail: check.WriteTextSummary},
+	"wide":   {stream: func(w io.Writer) func(*check.Result) error { return check.TextStream(w, true) }, tail: check.WriteTextSummary},
+	"github": {stream: check.GitHubStream, tail: check.WriteGitHubSummary},
+	"json":   {whole: check.WriteJSON},
+	"junit":  {whole: check.WriteJUnit},
+	"sarif": {whole: func(w io.Writer, r *check.Results) error {
 		return check.WriteSARIF(w, r, check.Tool{Version: versionString(), Rules: rules.Builtin().Rules()})
-	},
+	}},
 }
 
 type checkOptions struct {
@@ -83,7 +92,7 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	if len(paths) == 0 {
 		return fmt.Errorf("no input: give one or more paths (or - for stdin)")
 	}
-	write, ok := checkFormats[o.output]
+	format, ok := checkFormats[o.output]
 	if !ok {
 		return fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit or github)", o.output)
 	}
@@ -115,6 +124,10 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.Nodes = nodes.Nodes
 		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
 	}
+	out := cmd.OutOrStdout()
+	if format.stream != nil {
+		in.Stream = format.stream(out)
+	}
 	rep, err := check.Run(in)
 	if errors.Is(err, check.ErrNoInput) && o.allowEmpty {
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "note: %v\n", err)
@@ -123,7 +136,11 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	if err != nil {
 		return err
 	}
-	if err := write(cmd.OutOrStdout(), rep); err != nil {
+	write := format.whole
+	if format.stream != nil {
+		write = format.tail
+	}
+	if err := write(out, rep); err != nil {
 		return err
 	}
 	if code := rep.ExitCode(); code != check.ExitOK {
