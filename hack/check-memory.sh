@@ -23,6 +23,6 @@ for format in text json sarif; do
   /usr/bin/time -f "%M %e" -o "$tmp/time" "$tmp/dsguard" check "$tmp/big.yaml" -o "$format" > /dev/null
   rc=$?
   set -e
-  read -r kb secs < "$tmp/time"
+  read -r kb secs < <(tail -n 1 "$tmp/time")
   echo "-o $format: peak RSS $((kb / 1024)) MiB, ${secs}s, exit $rc"
 done

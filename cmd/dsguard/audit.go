@@ -16,9 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -182,13 +180,15 @@ func writeAudit(w io.Writer, o *auditOptions, pass *auditPass) error {
 		}
 		return nil
 	case "name":
-		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+		// kubectl's name printer prints objects, not Lists: one per DaemonSet.
 		for i := range pass.entries {
 			ds := pass.entries[i].DaemonSet.DeepCopy()
 			ds.APIVersion, ds.Kind = "apps/v1", "DaemonSet"
-			list.Items = append(list.Items, runtime.RawExtension{Object: ds})
+			if err := printObject(w, o.output, ds); err != nil {
+				return err
+			}
 		}
-		return printObject(w, o.output, list)
+		return nil
 	}
 	// json, yaml, jsonpath, templates: the AuditReport document with each
 	// item's placement, through kubectl's printers.

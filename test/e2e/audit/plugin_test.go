@@ -15,7 +15,9 @@ import (
 // on PATH, as krew does, and runs `kubectl dsguard audit -A` through the real
 // kubectl's plugin mechanism, with kubectl-style flags passed through.
 func TestKubectlPlugin_AuditAllNamespaces(t *testing.T) {
-	create(t, daemonSet("plugin-agent", tolerateAll))
+	agent := daemonSet("plugin-agent", tolerateAll)
+	agent.Labels = map[string]string{"app": "plugin-agent"}
+	create(t, agent)
 	waitStatus(t, "plugin-agent", func(d *appsv1.DaemonSet) bool { return d.Status.DesiredNumberScheduled == 4 })
 
 	dir := t.TempDir()
