@@ -61,6 +61,10 @@ demo: tools ## Start a real control plane and dsguard, and walk through kubectl 
 bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonSet)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: security-bench
+security-bench: ## Abuse harnesses: the 10,000-term DaemonSet at 5,000 nodes (target < 1 s) and a dry-run flood of 8 clients (compliant p99 target < 100 ms)
+	$(GO) test -run '^$$' -bench 'WorstCaseAffinity|DryRunFlood' -benchtime 200x ./webhook/
+
 .PHONY: bench-load
 bench-load: tools ## Load harness: real kube-apiserver, NODES Nodes (default 5000), dsguard beside a no-op webhook under node churn (LOAD_FLAGS: see go run ./test/load -h)
 	hack/run-isolated.sh $(GO) run ./test/load -nodes $(NODES) $(LOAD_FLAGS)
