@@ -125,7 +125,7 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *Contr
 		Field: tolerationsPath,
 		Message: fmt.Sprintf("no toleration for %s: %s, unseen in desiredNumberScheduled",
 			strings.Join(missing, ", "), skips),
-		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(p.Taints, missing)),
+		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(untolerated)),
 	}
 	if !present {
 		// A managed control plane has no such nodes: nothing is skipped
@@ -197,14 +197,11 @@ func taintsOf(taints []TaintConfig) []corev1.Taint {
 	return out
 }
 
-func tolerationHint(taints []TaintConfig, missing []string) string {
-	var parts []string
-	for _, t := range taints {
-		for _, m := range missing {
-			if m == t.String() {
-				parts = append(parts, fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect))
-			}
-		}
+// tolerationHint is the toleration to add for each untolerated taint.
+func tolerationHint(untolerated []TaintConfig) string {
+	parts := make([]string, len(untolerated))
+	for i, t := range untolerated {
+		parts[i] = fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect)
 	}
 	return strings.Join(parts, ", ")
 }
