@@ -105,6 +105,10 @@ image: ## Build the container image as an OCI layout and archive in bin/image (n
 docker-image: ## Build the same image with a Docker engine (Dockerfile)
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
 
+.PHONY: bench-check-memory
+bench-check-memory: ## Peak RSS of dsguard check on a generated manifest of MB megabytes (default 50)
+	hack/check-memory.sh $${MB:-50}
+
 # GoReleaser and the SBOM tool, built from the Go module proxy into the per-user cache, keyed by version.
 RELEASE_TOOLS ?= $(or $(DSGUARD_CACHE),$(HOME)/.cache/dsguard)/release-tools
 GORELEASER_VERSION ?= v2.15.1
