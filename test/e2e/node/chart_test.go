@@ -13,11 +13,10 @@ import (
 )
 
 // chartValues are the only values the install sets: the image reference
-// pointed at the locally built image. Everything else is the chart's default,
-// except tls.mode until the chart's default needs no prerequisite.
+// pointed at the locally built image. Everything else is the chart's default
+// (self-managed certificates, priority class, hooks, NetworkPolicy).
 func chartValues() []string {
-	return []string{"--set", "image.repository=" + image.Repository(), "--set", "image.tag=" + image.Tag(),
-		"--set", "tls.mode=selfManaged"}
+	return []string{"--set", "image.repository=" + image.Repository(), "--set", "image.tag=" + image.Tag()}
 }
 
 // TestHelmInstall_RealNode is the path a user takes, once with Helm 3 and
@@ -29,6 +28,12 @@ func TestHelmInstall_RealNode(t *testing.T) {
 	for _, bin := range []string{"helm", "helm4"} {
 		t.Run(bin, func(t *testing.T) {
 			install(t, bin)
+			t.Run("helm test proves the webhook answers", func(t *testing.T) {
+				out := mustHelm(t, bin, "test", release, "-n", namespace, "--timeout", "4m")
+				if !strings.Contains(out, "Succeeded") {
+					t.Fatalf("helm test did not report success:\n%s", out)
+				}
+			})
 			t.Run("node-exporter without tolerations is denied through the Service", func(t *testing.T) {
 				r := kubectl(t, example(t, "node-exporter.yaml"), "apply", "-f", "-")
 				if r.Err == nil || !strings.Contains(r.Stderr, "denied the request") || !strings.Contains(r.Stderr, "control-plane-toleration") {
