@@ -18,14 +18,15 @@ build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, chart, e2e; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, chart, e2e, real-node e2e; prints each stage's duration
 	@start=$$(date +%s); \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
-	hack/stage.sh "Kubernetes binaries (hack/tools.sh)" hack/tools.sh && \
+	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node)" hack/tools.sh --node && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
-	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e; \
+	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e && \
+	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
