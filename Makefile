@@ -18,16 +18,20 @@ build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, Kubernetes binaries, chart, e2e, real-node e2e; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, unit, fuzz (10s per target), Kubernetes binaries, chart, e2e, real-node e2e; prints each stage's duration
 	@start=$$(date +%s); \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
+	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
 	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node)" hack/tools.sh --node && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# Fuzzing in `make test` is a short smoke run per target; `make fuzz` runs longer.
+TEST_FUZZTIME ?= 10s
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
@@ -73,9 +77,12 @@ bench-load: tools ## Load harness: real kube-apiserver, NODES Nodes (default 500
 NODES ?= 5000
 
 .PHONY: fuzz
-fuzz: ## Fuzz the policy parser and the manifest decoder (FUZZTIME each, default 1m)
-	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $${FUZZTIME:-1m} ./policy/rules
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $${FUZZTIME:-1m} ./policy/manifest
+fuzz: ## Run every fuzz target (policy parser, manifest decoder, admission handler, ...) for FUZZTIME each, default 1m
+	FUZZTIME=$${FUZZTIME:-1m} hack/fuzz.sh
+
+.PHONY: soak
+soak: tools ## Run the fault-injection soak at full length (SOAK, default 10m): requests, node churn, policy reloads, a certificate rotation
+	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 30m -v -run '^TestSoak$$' ./test/e2e/faults/ -args -soak=$${SOAK:-10m} 2>&1 | hack/e2e-summary.sh
 
 .PHONY: lint
 lint: ## gofmt and go vet

@@ -45,6 +45,7 @@ type Cluster struct {
 	dsguardLog string
 	healthAddr string
 	exited     chan error
+	replicas   *Replicas
 }
 
 // Options tune Start.
@@ -62,6 +63,10 @@ type Options struct {
 	// SelfManagedCerts starts dsguard with no certificate material: it keeps
 	// its own CA and the webhook configuration's caBundle.
 	SelfManagedCerts bool
+	// Replicas, when above zero, starts that many dsguard processes behind a
+	// balancer (see Replicas) instead of the one process; they share the
+	// Lease as a Deployment's Pods do.
+	Replicas int
 }
 
 // Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
@@ -109,6 +114,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", admissionConfig)
+	// A certificate directory of our own survives an API server restart
+	// (KillAPIServer, StartAPIServer); envtest's temporary one would be replaced by new
+	// certificates no client trusts.
+	apiDir := filepath.Join(c.dir, "kube-apiserver")
+	if err = os.MkdirAll(apiDir, 0o700); err != nil {
+		return nil, err
+	}
+	c.env.ControlPlane.GetAPIServer().CertDir = apiDir
 	if _, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -150,13 +163,25 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	} else {
 		c.WebhookURL = "https://" + net.JoinHostPort(wio.LocalServingHost, port)
 	}
-	if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort, args); err != nil {
-		return nil, err
+	if opts.Replicas > 0 {
+		if c.replicas, err = c.startReplicas(ctx, opts.Replicas, args); err != nil {
+			return nil, err
+		}
+		c.WebhookURL = c.replicas.URL
+		logf("%d dsguard replicas are ready behind %s", opts.Replicas, c.WebhookURL)
+	} else {
+		if err = c.startDsguard(ctx, c.Dsguard, wio.LocalServingCertDir, wio.LocalServingHost, wio.LocalServingPort, args); err != nil {
+			return nil, err
+		}
+		logf("dsguard is ready at %s", c.WebhookURL)
 	}
-	logf("dsguard is ready at %s", c.WebhookURL)
 
 	if !opts.SelfManagedCerts {
-		if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(wio.LocalServingCAData)); err != nil {
+		caBundle := wio.LocalServingCAData
+		if c.replicas != nil {
+			caBundle = c.replicas.CA.PEM
+		}
+		if err = c.InstallFromChart(ctx, base64.StdEncoding.EncodeToString(caBundle)); err != nil {
 			return nil, err
 		}
 	}
@@ -245,8 +270,12 @@ func (c *Cluster) ControllerManagerLog() string {
 	return c.kcm.Log()
 }
 
-// DsguardLog returns what dsguard has logged so far.
+// DsguardLog returns what dsguard has logged so far (every replica's log
+// with Options.Replicas).
 func (c *Cluster) DsguardLog() string {
+	if c.replicas != nil {
+		return c.replicas.Logs()
+	}
 	data, _ := os.ReadFile(c.dsguardLog)
 	return string(data)
 }
@@ -311,6 +340,12 @@ func (c *Cluster) Stop() error {
 			err = errors.New("dsguard did not stop within 15s of SIGTERM")
 		}
 		c.dsguard = nil
+	}
+	if c.replicas != nil {
+		if rerr := c.replicas.Stop(); rerr != nil && err == nil {
+			err = fmt.Errorf("dsguard replicas: %w", rerr)
+		}
+		c.replicas = nil
 	}
 	if c.kcm != nil {
 		c.kcm.Stop()

@@ -19,6 +19,8 @@ type Process struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
+	err     error // from Wait, valid once exited is closed
+	killed  bool
 }
 
 // StartDsguard starts the dsguard binary under test with args, logging to a
@@ -43,7 +45,7 @@ func StartProcess(dir, bin string, args ...string) (*Process, error) {
 		return nil, err
 	}
 	p.exited = make(chan struct{})
-	go func() { _ = p.cmd.Wait(); logFile.Close(); close(p.exited) }()
+	go func() { p.err = p.cmd.Wait(); logFile.Close(); close(p.exited) }()
 	return p, nil
 }
 
@@ -59,9 +61,27 @@ func (p *Process) Stop() {
 	select {
 	case <-p.exited:
 	case <-time.After(15 * time.Second):
+		p.killed = true
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// ExitError says how a stopped process ended: nil for exit status 0 after
+// SIGTERM within 15s, an error otherwise (or while it still runs).
+func (p *Process) ExitError() error {
+	select {
+	case <-p.exited:
+	default:
+		return errors.New("still running")
+	}
+	switch {
+	case p.killed:
+		return errors.New("did not stop within 15s of SIGTERM")
+	case p.err != nil:
+		return fmt.Errorf("exited with %v", p.err)
+	}
+	return nil
 }
 
 // WaitReady polls http://127.0.0.1:healthPort/readyz until it answers 200.

@@ -1,0 +1,135 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// leaseName is the auditor's Lease in dsguard's namespace.
+const leaseName = "dsguard-coverage"
+
+// leaderOf returns the replica that holds the auditor's lease by its own
+// account (client-go's leader_election_master_status gauge), or nil.
+func leaderOf(replicas []*framework.Replica) *framework.Replica {
+	for _, r := range replicas {
+		if v, err := r.Metric("leader_election_master_status", `name="`+leaseName+`"`); err == nil && v == 1 {
+			return r
+		}
+	}
+	return nil
+}
+
+// auditEvents counts the Events the auditor emitted about DaemonSets in
+// namespace, by object, reason and note: an Event repeated by the same
+// recorder is one object with a series count, one repeated by another
+// replica is a second object.
+func auditEvents(t *testing.T, namespace string) map[string]int32 {
+	t.Helper()
+	list, err := kube.EventsV1().Events(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int32{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind != "DaemonSet" || e.ReportingController != "dsguard" && e.DeprecatedSource.Component != "dsguard" && !strings.HasPrefix(e.ReportingController, "dsguard") {
+			continue
+		}
+		n := int32(1)
+		if e.Series != nil {
+			n = e.Series.Count
+		}
+		out[fmt.Sprintf("%s %s: %s", e.Regarding.Name, e.Reason, e.Note)] += n
+	}
+	return out
+}
+
+// TestLeaderCut_WebhookServesAndLeaseMoves cuts the leader's access to the
+// API server for 30 seconds. Both replicas must keep answering reviews (the
+// leader from its caches), the other replica must take the lease, the old
+// leader must stay up, and no audit Event may be emitted twice.
+func TestLeaderCut_WebhookServesAndLeaseMoves(t *testing.T) {
+	replicas := cluster.Replicas().Members()
+	var leader *framework.Replica
+	waitFor(t, "a leader", 60*time.Second, func() (bool, string) {
+		leader = leaderOf(replicas)
+		return leader != nil, "no replica reports the lease"
+	})
+	follower := replicas[0]
+	if follower == leader {
+		follower = replicas[1]
+	}
+
+	// A DaemonSet with violations in kube-system (never denied there) gives
+	// the auditor Events to emit; wait until they are out and settled.
+	r := cluster.Kubectl(t.Context(), "", "apply", "-n", "kube-system", "-f", "examples/node-exporter.yaml")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	t.Cleanup(func() { cluster.Kubectl(t.Context(), "", "delete", "-n", "kube-system", "daemonset", "node-exporter") })
+	var before map[string]int32
+	waitFor(t, "the leader's audit Events", 60*time.Second, func() (bool, string) {
+		before = auditEvents(t, "kube-system")
+		return len(before) > 0, "none yet"
+	})
+	time.Sleep(3 * time.Second)
+	before = auditEvents(t, "kube-system")
+	t.Logf("audit Events before the cut: %v", keys(before))
+
+	l := startLoad(t.Context(), "reviews while the leader is cut off", 2, 20*time.Millisecond, nil,
+		deniedByDsguard(example(t, "node-exporter.yaml", "default")))
+	direct := newDirectReviewer(t, example(t, "node-exporter.yaml", "default"))
+	leaderAnswers := startLoad(t.Context(), "reviews straight to the cut-off leader "+leader.Name, 1, 50*time.Millisecond, nil,
+		func(ctx context.Context) error {
+			v, err := direct.review(leader)
+			if err == nil && !v.denied {
+				err = fmt.Errorf("allowed, want denied: %v", v.warnings)
+			}
+			return err
+		})
+
+	leader.API.Cut()
+	cutAt := time.Now()
+	took := waitFor(t, follower.Name+" takes the lease", 40*time.Second, func() (bool, string) {
+		v, err := follower.Metric("leader_election_master_status", `name="`+leaseName+`"`)
+		return err == nil && v == 1, fmt.Sprint(v, err)
+	})
+	t.Logf("%s took the lease %s after %s was cut off", follower.Name, took.Round(time.Millisecond), leader.Name)
+	time.Sleep(time.Until(cutAt.Add(30 * time.Second)))
+	leader.API.Restore()
+	t.Logf("%s cut off for %s", leader.Name, time.Since(cutAt).Round(time.Millisecond))
+	time.Sleep(5 * time.Second)
+	l.stop(t)
+	leaderAnswers.stop(t)
+
+	if leader.Exited() {
+		t.Errorf("%s exited after losing the lease; it should only stop auditing", leader.Name)
+	} else if !leader.Ready() {
+		t.Errorf("%s is not ready 5s after its API access came back", leader.Name)
+	}
+	if now := leaderOf(replicas); now != follower {
+		t.Errorf("the lease should stay with %s, leader now: %v", follower.Name, now)
+	}
+	after := auditEvents(t, "kube-system")
+	for k, n := range after {
+		if n > before[k] {
+			t.Errorf("Event emitted again after the lease moved (%d times in all): %s", n, k)
+		}
+	}
+}
+
+func keys(m map[string]int32) []string {
+	out := make([]string, 0, len(m))
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("%s ×%d", k, n))
+	}
+	sort.Strings(out)
+	return out
+}
