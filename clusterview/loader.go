@@ -57,7 +57,7 @@ func (l *PolicyLoader) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("policy ConfigMap informer: %w", err)
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.apply(obj) },
 		UpdateFunc: func(_, obj any) { l.apply(obj) },
 		DeleteFunc: func(obj any) {
@@ -70,6 +70,13 @@ func (l *PolicyLoader) Start(ctx context.Context) error {
 		return err
 	}
 	if !l.Cache.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	// A synced cache has listed the ConfigMap; its handler may not have
+	// been handed it yet. Only once the handler has seen the initial list
+	// does "no policy yet" mean "no ConfigMap": deciding earlier served the
+	// built-in defaults for a moment while a stricter policy existed.
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return ctx.Err()
 	}
 	if l.Source.Current() == nil {
