@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -73,9 +74,10 @@ type Server struct {
 	opts    ServerOptions
 	evicted func() // called per evicted connection; may be nil
 
-	mu      sync.Mutex
-	started bool
-	addr    string
+	mu       sync.Mutex
+	started  bool
+	addr     string
+	draining atomic.Bool
 }
 
 // NewServer returns a server for opts, with defaults for zero limits.
@@ -156,7 +158,7 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
 		ConnState:         guard.connState,
-		Handler:           guard.track(authenticate(s.WebhookMux())),
+		Handler:           guard.track(s.closeWhenDraining(authenticate(s.WebhookMux()))),
 		MaxHeaderBytes:    64 << 10, // a review's headers are a few hundred bytes
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
@@ -184,6 +186,32 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	<-done
 	return nil
+}
+
+// Drain prepares a shutdown: from now on every answer carries "Connection:
+// close", so the API server closes each kept-alive connection cleanly after
+// its answer instead of racing a later request against the close at
+// shutdown (a review written into a connection the server is closing fails,
+// and the API server does not retry it), and DrainingChecker fails. The
+// caller stops the server a few seconds later.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// DrainingChecker is a readiness check that fails once Drain was called, so
+// a Service stops routing new connections here.
+func (s *Server) DrainingChecker(*http.Request) error {
+	if s.draining.Load() {
+		return errors.New("shutting down: draining connections")
+	}
+	return nil
+}
+
+func (s *Server) closeWhenDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Addr returns the address the server listens on, "" before Start.

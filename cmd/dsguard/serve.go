@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,6 +48,7 @@ type serveOptions struct {
 	metricsSecure   bool
 	probeAddr       string
 	shutdownTimeout time.Duration
+	drainDelay      time.Duration
 	leaderElect     bool
 	auditInterval   time.Duration
 	gapWindow       time.Duration
@@ -92,6 +94,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables metrics")
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.DurationVar(&o.drainDelay, "drain-delay", 2*time.Second, "after SIGTERM, how long to keep answering (unready, closing each connection after its answer) before shutting down")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
 	f.DurationVar(&o.auditInterval, "audit-interval", 30*time.Second, "how often the leader re-audits every DaemonSet without a change")
 	f.DurationVar(&o.gapWindow, "gap-window", 5*time.Minute, "a coverage gap (ready < desired) lasting longer than this is persistent")
@@ -154,8 +157,9 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	o.registerWebhooks(mgr, scheme, ref, source, nodes, m)
+	webhookServer := mgr.GetWebhookServer().(*dswebhook.Server)
 	readiness := []namedCheck{{"policy", source.ReadyCheck}, {"nodes", nodes.ReadyCheck},
-		{"webhook", mgr.GetWebhookServer().StartedChecker()}}
+		{"webhook", webhookServer.StartedChecker()}, {"draining", webhookServer.DrainingChecker}}
 	if selfManaged != nil {
 		selfManaged.SetRecorder(mgr.GetEventRecorder("dsguard"))
 		if err := mgr.Add(selfManaged); err != nil {
@@ -167,7 +171,7 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(drainingSignalContext(log, o.drainDelay, webhookServer.Drain))
 }
 
 // setMemoryLimit sets Go's soft memory limit from the container's, when the
@@ -226,8 +230,7 @@ func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Sch
 }
 
 // newManager builds the manager: caches restricted to what dsguard reads,
-// leader election for the auditor, the metrics and probe endpoints, and the
-// hardened webhook server.
+// the metrics and probe endpoints, and the hardened webhook server.
 func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
 	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
 	// Metrics are served with the webhook's certificate (its CA is the
@@ -260,14 +263,13 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 			// DaemonSets: the auditor reads metadata, spec and status.
 			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              "dsguard-coverage",
-		LeaderElectionNamespace:       o.namespace,
-		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsOpts,
-		HealthProbeBindAddress:        o.probeAddr,
-		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		WebhookServer:                 webhookServer,
+		// No manager-wide election: the auditor has a Lease of its own
+		// (audit.Elected), so losing it never stops admission.
+		LeaderElection:          false,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		GracefulShutdownTimeout: &o.shutdownTimeout,
+		WebhookServer:           webhookServer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -292,9 +294,13 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef) (*clusterview.P
 	return source, nodes, nil
 }
 
-// addAuditor adds the leader-elected auditor and its OpenReports writer.
+// auditLease is the Lease in dsguard's namespace that elects the auditor.
+const auditLease = "dsguard-coverage"
+
+// addAuditor adds the auditor and its OpenReports writer, elected by a Lease
+// of its own (audit.Elected) unless --leader-elect=false.
 func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView) error {
-	return mgr.Add(&audit.Auditor{
+	var auditor manager.Runnable = &audit.Auditor{
 		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
 		Metrics: audit.NewMetrics(metrics.Registry), OwnNamespace: o.namespace,
@@ -303,7 +309,15 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(),
 			Log: ctrl.Log.WithName("reports"), Recheck: 2 * o.auditInterval,
 		},
-	})
+	}
+	if o.leaderElect {
+		lock, err := audit.NewLeaseLock(mgr.GetConfig(), o.namespace, auditLease)
+		if err != nil {
+			return err
+		}
+		auditor = &audit.Elected{Runnable: auditor, Lock: lock, Log: ctrl.Log.WithName("audit-lease")}
+	}
+	return mgr.Add(auditor)
 }
 
 // registerWebhooks puts the DaemonSet handler and the policy ConfigMap

@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Elected runs a runnable (the Auditor) only while this replica holds a Lease
+// of its own. The manager runs without leader election: losing this lease
+// stops the runnable and nothing else, so admission keeps answering from its
+// caches while the API server is out of reach, and the replica campaigns again
+// once it is back. (controller-runtime's leader election ends the whole
+// process on a lost lease, cutting off in-flight reviews.)
+type Elected struct {
+	// Runnable runs while leading; its context ends when the lease is lost.
+	Runnable manager.Runnable
+	// Lock is the Lease; see NewLeaseLock.
+	Lock resourcelock.Interface
+	// Log receives leadership changes.
+	Log logr.Logger
+	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; zero
+	// means controller-runtime's defaults (15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: Elected does
+// its own election, so the manager starts it on every replica.
+func (e *Elected) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable: it campaigns, runs Runnable while
+// leading, and campaigns again after losing the lease, until ctx ends. On
+// shutdown the lease is released, so another replica takes over at once.
+func (e *Elected) Start(ctx context.Context) error {
+	cfg := leaderelection.LeaderElectionConfig{
+		Lock:            e.Lock,
+		Name:            e.Lock.Describe(),
+		LeaseDuration:   orDefault(e.LeaseDuration, 15*time.Second),
+		RenewDeadline:   orDefault(e.RenewDeadline, 10*time.Second),
+		RetryPeriod:     orDefault(e.RetryPeriod, 2*time.Second),
+		ReleaseOnCancel: true,
+	}
+	// The metric leader_election_master_status is labelled with the name;
+	// keep it the Lease's own name.
+	if l, ok := e.Lock.(*resourcelock.LeaseLock); ok {
+		cfg.Name = l.LeaseMeta.Name
+	}
+	// client-go starts the callback in a goroutine and returns from Run
+	// without waiting for it: the mutex keeps two runs from overlapping
+	// when the lease is lost and won again quickly.
+	var running sync.Mutex
+	cfg.Callbacks = leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(lctx context.Context) {
+			running.Lock()
+			defer running.Unlock()
+			if lctx.Err() != nil {
+				return
+			}
+			e.Log.Info("acquired the lease: auditing", "lease", e.Lock.Describe())
+			if err := e.Runnable.Start(lctx); err != nil {
+				e.Log.Error(err, "the elected runnable stopped")
+			}
+		},
+		OnStoppedLeading: func() {
+			if ctx.Err() == nil {
+				e.Log.Info("lost the lease: auditing stops, admission goes on; campaigning again", "lease", e.Lock.Describe())
+			}
+		},
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(cfg)
+		if err != nil {
+			return err
+		}
+		le.Run(ctx)
+	}
+	running.Lock() // the last run has ended
+	running.Unlock()
+	return nil
+}
+
+// NewLeaseLock returns the Lease namespace/name with this process's identity
+// (hostname and a random suffix, as controller-runtime's).
+func NewLeaseLock(cfg *rest.Config, namespace, name string) (resourcelock.Interface, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "dsguard-leader-election"))
+	if err != nil {
+		return nil, fmt.Errorf("leader election client: %w", err)
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
