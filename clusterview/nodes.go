@@ -28,6 +28,8 @@ import (
 type NodeView struct {
 	Cache cache.Cache
 	Log   logr.Logger
+	// Freshness says how old the view is (see Freshness).
+	Freshness
 
 	snapshot atomic.Pointer[coverage.NodeSnapshot]
 	// mu orders changes: the informer delivers them from one goroutine,
@@ -127,6 +129,9 @@ func (v *NodeView) Start(ctx context.Context) error {
 	v.snapshot.Store(snap)
 	v.mu.Unlock()
 	v.Log.Info("node view built", "nodes", snap.Len(), "classes", snap.Classes())
+	if err := v.trackFreshness(ctx); err != nil {
+		return err
+	}
 	<-ctx.Done()
 	return nil
 }

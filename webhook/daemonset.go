@@ -43,8 +43,11 @@ type DaemonSetHandler struct {
 	// nodes gives the current node snapshot; nil (or a nil snapshot) skips
 	// the node-dependent rules.
 	nodes func() *coverage.NodeSnapshot
-	now   func() time.Time
-	heavy *heavyLane
+	// nodesStale returns the node view's age once it is past its bound
+	// (the API server has been out of reach), else 0.
+	nodesStale func() time.Duration
+	now        func() time.Time
+	heavy      *heavyLane
 
 	// FailOpenNamespaces are the infrastructure namespaces (CNI, storage
 	// and kube-system) whose webhook entry fails open: there dsguard only
@@ -68,11 +71,12 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *clusterview.PolicySourc
 		metrics:      m,
 		ownNamespace: ownNamespace,
 		nodes:        func() *coverage.NodeSnapshot { return nil },
+		nodesStale:   func() time.Duration { return 0 },
 		now:          time.Now,
 		heavy:        newHeavyLane(heavyLaneWidth()),
 	}
 	if nodes != nil {
-		h.nodes = nodes.Snapshot
+		h.nodes, h.nodesStale = nodes.Snapshot, nodes.StaleFor
 	}
 	if m != nil {
 		h.heavy.waiting = m.HeavyWaiting
@@ -159,8 +163,14 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 			old.Namespace = req.Namespace
 		}
 	}
+	// On a stale node view the rules judge as `dsguard check` does without
+	// --nodes (their offline form) rather than by nodes that may be gone.
+	nodes, stale := h.nodes(), h.nodesStale()
+	if stale > 0 {
+		nodes = nil
+	}
 	env := policy.Env{
-		Policy: active.Policy, Now: h.now(), Nodes: h.nodes(), Context: ctx,
+		Policy: active.Policy, Now: h.now(), Nodes: nodes, Context: ctx,
 		Requester:     &policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups},
 		HideNodeNames: !Authenticated(ctx),
 	}
@@ -202,7 +212,13 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 	if counted {
 		h.countFindings(findings)
 	}
+	if stale > 0 {
+		findings = noteStale(findings, stale)
+	}
 	resp := buildResponse(ds, findings)
+	if stale > 0 {
+		resp.Warnings = append([]string{staleWarning(stale)}, resp.Warnings...)
+	}
 	// Denies are logged at info with the request UID (in the context's
 	// logger), so an operator can match a user's complaint to a decision.
 	logAt := log.V(1)
@@ -213,6 +229,21 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 		"findings", len(findings), "denied", policy.Count(findings, policy.ActionDeny),
 		"warned", policy.Count(findings, policy.ActionWarn))
 	return resp
+}
+
+// noteStale says in every deny message that it was judged without live nodes.
+func noteStale(fs []policy.Finding, age time.Duration) []policy.Finding {
+	for i := range fs {
+		if fs[i].Action == policy.ActionDeny {
+			fs[i].Message += fmt.Sprintf(" (judged without live nodes: dsguard's node view is %s old)", age.Round(time.Second))
+		}
+	}
+	return fs
+}
+
+// staleWarning is the warning line on every verdict given on a stale node view.
+func staleWarning(age time.Duration) string {
+	return fmt.Sprintf("dsguard: node view %s old (API server out of reach): node rules judged without live nodes", age.Round(time.Second))
 }
 
 // capFindings lowers every finding to at most max, noting why.

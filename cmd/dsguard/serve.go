@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -49,6 +51,7 @@ type serveOptions struct {
 	probeAddr       string
 	shutdownTimeout time.Duration
 	drainDelay      time.Duration
+	nodeStaleAfter  time.Duration
 	leaderElect     bool
 	auditInterval   time.Duration
 	gapWindow       time.Duration
@@ -94,6 +97,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables metrics")
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.DurationVar(&o.nodeStaleAfter, "node-staleness-bound", clusterview.DefaultStaleAfter, "a node view not confirmed by the API server for this long is stale: node-aware rules then judge without live nodes and say so")
 	f.DurationVar(&o.drainDelay, "drain-delay", 2*time.Second, "after SIGTERM, how long to keep answering (unready, closing each connection after its answer) before shutting down")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
 	f.DurationVar(&o.auditInterval, "audit-interval", 30*time.Second, "how often the leader re-audits every DaemonSet without a change")
@@ -144,12 +148,16 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	m := dswebhook.NewMetrics(metrics.Registry)
-	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m)
+	// The node view exists before the manager: the cache reports its watch
+	// errors to it (see clusterview.Freshness).
+	nodes := &clusterview.NodeView{Log: ctrl.Log.WithName("nodes"),
+		Freshness: clusterview.Freshness{StaleAfter: o.nodeStaleAfter}}
+	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m, nodes)
 	if err != nil {
 		return err
 	}
 	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
-	source, nodes, err := addClusterView(mgr, ref)
+	source, err := addClusterView(mgr, ref, nodes)
 	if err != nil {
 		return err
 	}
@@ -232,7 +240,7 @@ func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Sch
 // newManager builds the manager: caches restricted to what dsguard reads,
 // the metrics and probe endpoints, and the hardened webhook server.
 func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
-	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
+	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics, nodes *clusterview.NodeView) (ctrl.Manager, error) {
 	// Metrics are served with the webhook's certificate (its CA is the
 	// chart's), so that a scraper can verify them instead of skipping
 	// verification of a self-signed certificate: the files of --cert-dir, or
@@ -251,7 +259,7 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+		Cache: cache.Options{DefaultWatchErrorHandler: nodes.WatchError, ByObject: map[client.Object]cache.ByObject{
 			// Only the one policy ConfigMap: dsguard never lists or holds
 			// other ConfigMaps.
 			&corev1.ConfigMap{}: {
@@ -279,19 +287,27 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 
 // addClusterView adds the policy loader and the node view, which every
 // replica runs: each one serves admission.
-func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef) (*clusterview.PolicySource, *clusterview.NodeView, error) {
+func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, nodes *clusterview.NodeView) (*clusterview.PolicySource, error) {
 	source := clusterview.NewPolicySource(clusterview.NewPolicyMetrics(metrics.Registry))
 	if err := mgr.Add(&clusterview.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,
 		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"), Client: mgr.GetClient(),
 	}); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	nodes := &clusterview.NodeView{Cache: mgr.GetCache(), Log: ctrl.Log.WithName("nodes")}
+	nodes.Cache = mgr.GetCache()
+	// A list of one node's metadata: the cheapest question that proves the
+	// API server answers this replica (see clusterview.Freshness).
+	nodes.Probe = func(ctx context.Context) error {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+		return mgr.GetAPIReader().List(ctx, list, client.Limit(1))
+	}
+	metrics.Registry.MustRegister(nodes.AgeCollector())
 	if err := mgr.Add(nodes); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return source, nodes, nil
+	return source, nil
 }
 
 // auditLease is the Lease in dsguard's namespace that elects the auditor.

@@ -1,0 +1,141 @@
+package clusterview
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// Defaults of Freshness.
+const (
+	DefaultStaleAfter    = 2 * time.Minute
+	DefaultProbeInterval = 10 * time.Second
+)
+
+// Freshness tracks how long ago the node view was last known to match the
+// API server: its age. An informer says nothing when nothing changes, so
+// silence alone cannot tell a quiet cluster from a lost connection. Two
+// signs count as contact: a node event (any event, including the replays a
+// relist delivers after a reconnect) and a successful Probe while the node
+// watch has reported no failure since its last event. A failed list or
+// watch of nodes (WatchError) stops the probe from counting until the next
+// event proves the informer has caught up again.
+type Freshness struct {
+	// StaleAfter is the age past which the view is stale and node-aware
+	// rules fall back to their offline form; DefaultStaleAfter when zero.
+	StaleAfter time.Duration
+	// Probe asks the API server something cheap (a list of one node). Nil:
+	// only events count, and a quiet cluster looks stale.
+	Probe func(context.Context) error
+	// ProbeInterval is how often Probe runs; DefaultProbeInterval when zero.
+	ProbeInterval time.Duration
+
+	heard    atomic.Int64 // UnixNano of the last contact; 0 before the first sync
+	broken   atomic.Bool  // a node list or watch failed since the last event
+	reported atomic.Bool  // staleness has been logged
+}
+
+// Age returns how long ago the view was last known to match the API server;
+// 0 before the first sync.
+func (f *Freshness) Age() time.Duration {
+	h := f.heard.Load()
+	if h == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, h))
+}
+
+// StaleFor returns the view's age when it is past StaleAfter, else 0.
+func (f *Freshness) StaleFor() time.Duration {
+	bound := f.StaleAfter
+	if bound <= 0 {
+		bound = DefaultStaleAfter
+	}
+	if age := f.Age(); age > bound {
+		return age
+	}
+	return 0
+}
+
+// AgeCollector is the gauge dsguard_node_view_age_seconds.
+func (f *Freshness) AgeCollector() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dsguard_node_view_age_seconds",
+		Help: "Seconds since the node view was last known to match the API server (a node event, or a successful probe while the node watch is healthy).",
+	}, func() float64 { return f.Age().Seconds() })
+}
+
+// WatchError is a cache watch error handler (cache.Options.DefaultWatchErrorHandler):
+// a failed node list or watch marks the view as out of touch; every error is
+// then logged as client-go's default handler does.
+func (v *NodeView) WatchError(ctx context.Context, r *toolscache.Reflector, err error) {
+	if strings.HasSuffix(r.TypeDescription(), ".Node") {
+		v.broken.Store(true)
+	}
+	toolscache.DefaultWatchErrorHandler(ctx, r, err)
+}
+
+func (f *Freshness) touch(t time.Time) { f.heard.Store(t.UnixNano()) }
+
+// trackFreshness counts node events as contact and runs the probe until ctx ends.
+func (v *NodeView) trackFreshness(ctx context.Context) error {
+	inf, err := v.Cache.GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("node informer: %w", err)
+	}
+	event := func() {
+		v.broken.Store(false)
+		v.touch(time.Now())
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { event() },
+		UpdateFunc: func(_, _ any) { event() },
+		DeleteFunc: func(any) { event() },
+	}); err != nil {
+		return err
+	}
+	v.touch(time.Now()) // just synced
+	interval := v.ProbeInterval
+	if interval <= 0 {
+		interval = DefaultProbeInterval
+	}
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if v.Probe != nil {
+				start := time.Now()
+				pctx, cancel := context.WithTimeout(ctx, interval)
+				err := v.Probe(pctx)
+				cancel()
+				if err == nil && !v.broken.Load() {
+					v.touch(start)
+				}
+			}
+			v.logStaleness()
+		}
+	}()
+	return nil
+}
+
+func (v *NodeView) logStaleness() {
+	if age := v.StaleFor(); age > 0 {
+		if !v.reported.Swap(true) {
+			v.Log.Info("node view is stale: the API server has not been heard from; node-aware rules fall back to their offline form",
+				"age", age.Round(time.Second), "bound", v.StaleAfter)
+		}
+	} else if v.reported.Swap(false) {
+		v.Log.Info("node view is fresh again", "age", v.Age().Round(time.Second))
+	}
+}
