@@ -18,7 +18,7 @@ import (
 // alerts are the alerts the PrometheusRule ships; docs/operations.md has a
 // section (## <name>) for each.
 var alerts = []string{"DsguardDown", "DsguardWebhookErrors", "DsguardWebhookSlow", "DsguardPolicyDegraded",
-	"DsguardPersistentCoverageGap", "DsguardNodesSkippedByTaint"}
+	"DsguardPersistentCoverageGap", "DsguardNodesSkippedByTaint", "DsguardNodeViewStale"}
 
 // metricDef is a series name a Go source defines, with its labels.
 type metricDef struct {
@@ -42,7 +42,7 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 
 	files := append(productFiles(t, root), filepath.Join(crDir, "pkg", "webhook", "internal", "metrics", "metrics.go"))
 	defs := map[string]metricDef{}
-	constructor := regexp.MustCompile(`^New(Counter|Gauge|Histogram|Summary)(Vec)?$`)
+	constructor := regexp.MustCompile(`^New(Counter|Gauge|Histogram|Summary)(Vec|Func)?$`)
 	for _, file := range files {
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 		if err != nil {

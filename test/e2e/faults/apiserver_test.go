@@ -69,7 +69,7 @@ func TestAPIServerRestart_VerdictsRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kube-apiserver down %s (restart took %s)", time.Since(cutAt).Round(time.Millisecond), startup.Round(time.Millisecond))
+	t.Logf("figures: kube-apiserver down %s (restart took %s)", time.Since(cutAt).Round(time.Millisecond), startup.Round(time.Millisecond))
 
 	// The node change dsguard cannot see yet.
 	if r := cluster.Kubectl(t.Context(), "", "taint", "nodes", "cp-1", controlPlaneTaint+"-"); r.Err != nil {
@@ -80,7 +80,7 @@ func TestAPIServerRestart_VerdictsRecover(t *testing.T) {
 	for _, r := range replicas {
 		r.API.Restore()
 	}
-	t.Logf("dsguard cut off from the API server for %s", time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("figures: dsguard cut off from the API server for %s", time.Since(cutAt).Round(time.Millisecond))
 
 	for _, r := range replicas {
 		took := waitFor(t, r.Name+" judges by the untainted control-plane node", 10*time.Second, func() (bool, string) {
@@ -90,7 +90,7 @@ func TestAPIServerRestart_VerdictsRecover(t *testing.T) {
 			}
 			return !v.denied && hasWarning(v, "control-plane-toleration:"), fmt.Sprintf("%+v", v)
 		})
-		t.Logf("%s: verdicts right again %s after its API access came back", r.Name, took.Round(time.Millisecond))
+		t.Logf("figures: %s: verdicts right again %s after its API access came back", r.Name, took.Round(time.Millisecond))
 		if r.Exited() {
 			t.Errorf("%s exited during the outage", r.Name)
 		}

@@ -141,7 +141,7 @@ func (l *load) stop(t *testing.T) {
 	if n := l.excusedFailures.Load(); n > 0 {
 		msg += fmt.Sprintf(" (and %d refused while the API server itself was down)", n)
 	}
-	t.Log(msg)
+	t.Log("figures: " + msg)
 	if l.failed.Load() > 0 {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -59,21 +59,21 @@ func versionOf(v verdict) (int, error) {
 }
 
 // setPolicy writes the policy ConfigMap's document.
-func setPolicy(t *testing.T, doc string) error {
+func setPolicy(ctx context.Context, doc string) error {
 	cms := kube.CoreV1().ConfigMaps(framework.Namespace)
-	cm, err := cms.Get(t.Context(), "dsguard-policy", metav1.GetOptions{})
+	cm, err := cms.Get(ctx, "dsguard-policy", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	cm.Data["policy.yaml"] = doc
-	_, err = cms.Update(t.Context(), cm, metav1.UpdateOptions{})
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
 }
 
 // restorePolicy puts the chart's policy back after a test.
 func restorePolicy(t *testing.T) {
 	t.Cleanup(func() {
-		if err := setPolicy(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: enforce\n"); err != nil {
+		if err := setPolicy(context.Background(), "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: enforce\n"); err != nil {
 			t.Errorf("restoring the policy: %v", err)
 		}
 	})
@@ -147,7 +147,7 @@ func TestPolicyEdits_EveryResponseFromAWrittenPolicy(t *testing.T) {
 	direct := newDirectReviewer(t, ds)
 	replicas := cluster.Replicas().Members()
 
-	if err := setPolicy(t, policyVersion(0)); err != nil {
+	if err := setPolicy(t.Context(), policyVersion(0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range replicas {
@@ -161,7 +161,7 @@ func TestPolicyEdits_EveryResponseFromAWrittenPolicy(t *testing.T) {
 		})
 	}
 
-	var written atomic.Int64 // the newest version written so far
+	var written atomic.Int64 // the newest version whose write has begun
 	var mu sync.Mutex
 	var problems []string
 	problem := func(format string, args ...any) {
@@ -218,15 +218,16 @@ func TestPolicyEdits_EveryResponseFromAWrittenPolicy(t *testing.T) {
 	edits, editFailures := 0, 0
 	for v := 1; v <= 100; v++ {
 		time.Sleep(time.Until(start.Add(time.Duration(v) * 600 * time.Millisecond)))
-		if err := setPolicy(t, policyVersion(v)); err != nil {
+		// A replica may see the edit before Update returns here.
+		written.Store(int64(v))
+		if err := setPolicy(t.Context(), policyVersion(v)); err != nil {
 			editFailures++
 			problem("edit %d: %v", v, err)
 			continue
 		}
-		written.Store(int64(v))
 		edits++
 	}
-	t.Logf("%d policy edits in %s, %d failed", edits, time.Since(start).Round(time.Millisecond), editFailures)
+	t.Logf("figures: %d policy edits in %s, %d failed", edits, time.Since(start).Round(time.Millisecond), editFailures)
 
 	for _, r := range replicas {
 		took := waitFor(t, r.Name+" reaches the last version", 10*time.Second, func() (bool, string) {
@@ -238,7 +239,7 @@ func TestPolicyEdits_EveryResponseFromAWrittenPolicy(t *testing.T) {
 			return err == nil && n == 100, fmt.Sprint(n, err)
 		})
 		gen, err := r.Metric("dsguard_policy_generation")
-		t.Logf("%s on the last version %s after the last edit; dsguard_policy_generation %v (%v)", r.Name,
+		t.Logf("figures: %s on the last version %s after the last edit; dsguard_policy_generation %v (%v)", r.Name,
 			took.Round(time.Millisecond), gen, err)
 	}
 	through.stop(t)

@@ -34,7 +34,7 @@ func TestRollingRestart_NoFailedAdmissions(t *testing.T) {
 			l.stop(t)
 			t.Fatal(err)
 		}
-		t.Logf("%s replaced by %s in %s", old.Name, replacement.Name, time.Since(start).Round(time.Millisecond))
+		t.Logf("figures: %s replaced by %s in %s", old.Name, replacement.Name, time.Since(start).Round(time.Millisecond))
 		if err := old.ExitError(); err != nil {
 			t.Errorf("%s did not shut down cleanly: %v", old.Name, err)
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,9 +67,9 @@ func TestSoak(t *testing.T) {
 
 	// Policy reloads between two valid documents.
 	reloads := 0
-	policies := startLoad(ctx, "policy reloads", 1, 3*time.Second, nil, func(context.Context) error {
+	policies := startLoad(ctx, "policy reloads", 1, 3*time.Second, nil, func(ctx context.Context) error {
 		reloads++
-		return setPolicy(t, policyVersion(reloads%2))
+		return setPolicy(ctx, policyVersion(reloads%2))
 	})
 
 	var curves = map[string][]sample{}
@@ -92,7 +91,7 @@ func TestSoak(t *testing.T) {
 				t.Fatal(err)
 			}
 			rotated, rotatedSerial = true, serial
-			t.Logf("serving certificate rotated at %s (serial %d)", time.Since(start).Round(time.Second), serial)
+			t.Logf("figures: serving certificate rotated at %s (serial %d)", time.Since(start).Round(time.Second), serial)
 		}
 		time.Sleep(min(5*time.Second, time.Until(deadline)))
 	}
@@ -106,11 +105,9 @@ func TestSoak(t *testing.T) {
 			t.Errorf("%s serves certificate serial %d, want the rotated %d", r.Name, got, rotatedSerial)
 		}
 		curve := curves[r.Name]
-		var b strings.Builder
 		for _, s := range curve {
-			fmt.Fprintf(&b, "\n  %6s  RSS %6.1f MiB  goroutines %4.0f", s.at.Round(time.Second), s.rss/(1<<20), s.goroutines)
+			t.Logf("figures: %s at %6s: RSS %6.1f MiB, %4.0f goroutines", r.Name, s.at.Round(time.Second), s.rss/(1<<20), s.goroutines)
 		}
-		t.Logf("%s footprint:%s", r.Name, b.String())
 		checkFlat(t, r.Name, curve)
 	}
 }
