@@ -72,7 +72,7 @@ func exempt(rule, reason string) func(*appsv1.DaemonSet) {
 	}
 }
 
-func raw(t *testing.T, obj any) runtime.RawExtension {
+func raw(t testing.TB, obj any) runtime.RawExtension {
 	t.Helper()
 	data, err := json.Marshal(obj)
 	if err != nil {
@@ -81,7 +81,7 @@ func raw(t *testing.T, obj any) runtime.RawExtension {
 	return runtime.RawExtension{Raw: data}
 }
 
-func request(t *testing.T, op admissionv1.Operation, obj, old any) admission.Request {
+func request(t testing.TB, op admissionv1.Operation, obj, old any) admission.Request {
 	t.Helper()
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID:       types.UID("4f0a1c3e-0000-4000-8000-000000000001"),
@@ -104,7 +104,7 @@ func request(t *testing.T, op admissionv1.Operation, obj, old any) admission.Req
 	return req
 }
 
-func newTestHandler(t *testing.T, policyYAML string) (*DaemonSetHandler, *clusterview.PolicySource, *Metrics) {
+func newTestHandler(t testing.TB, policyYAML string) (*DaemonSetHandler, *clusterview.PolicySource, *Metrics) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

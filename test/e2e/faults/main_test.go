@@ -28,9 +28,9 @@ var (
 	kube kubernetes.Interface
 )
 
-// soakFor is the soak's length: short in `make test`, ten minutes with
+// soakFor is the soak's length: a minute in `make test`, ten minutes with
 // `make soak`.
-var soakFor = flag.Duration("soak", 75*time.Second, "how long TestSoak runs (make soak: 10m)")
+var soakFor = flag.Duration("soak", 60*time.Second, "how long TestSoak runs (make soak: 10m)")
 
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunSuite(m, "faults e2e", framework.Options{

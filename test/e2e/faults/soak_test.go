@@ -23,7 +23,7 @@ type sample struct {
 	goroutines float64
 }
 
-// TestSoak runs everything at once for -soak (75s in `make test`, 10 minutes
+// TestSoak runs everything at once for -soak (60s in `make test`, 10 minutes
 // with `make soak`): reviews that must be denied and reviews that must be
 // allowed, nodes joining, leaving and being relabelled, the policy reloaded
 // every few seconds, and the serving certificate rotated half-way. Not one
