@@ -77,4 +77,3 @@ func FuzzDaemonSetReview(f *testing.F) {
 		}
 	})
 }
-
