@@ -19,6 +19,11 @@ type PolicySource struct {
 
 	mu       sync.Mutex // serialises loads so generations increase in order
 	degraded error
+
+	// Adjust, when set, changes every policy document before it is
+	// compiled, e.g. turns off the rules that ValidatingAdmissionPolicies
+	// enforce instead. Set it before the first load.
+	Adjust func(*policy.Config)
 }
 
 // ActivePolicy is a loaded policy with where it came from.
@@ -41,7 +46,11 @@ func (s *PolicySource) Current() *ActivePolicy { return s.active.Load() }
 // Load parses and validates data and, when it is good, makes it the active
 // policy; when it is bad, see Reject.
 func (s *PolicySource) Load(data []byte, origin string) error {
-	p, err := rules.Builtin().Parse(data)
+	cfg, err := rules.Builtin().ParseConfig(data)
+	var p *policy.Policy
+	if err == nil {
+		p, err = s.compile(cfg)
+	}
 	if err != nil {
 		s.Reject(err, origin)
 		return err
@@ -63,7 +72,7 @@ func (s *PolicySource) Reject(err error, origin string) {
 	s.setDegraded(err)
 	s.count("invalid")
 	if s.active.Load() == nil {
-		s.swap(rules.Builtin().Default(), "built-in defaults ("+origin+" is invalid)")
+		s.swap(s.defaults(), "built-in defaults ("+origin+" is invalid)")
 	}
 }
 
@@ -73,7 +82,27 @@ func (s *PolicySource) UseDefaults(reason string) {
 	defer s.mu.Unlock()
 	s.setDegraded(nil)
 	s.count("defaults")
-	s.swap(rules.Builtin().Default(), "built-in defaults ("+reason+")")
+	s.swap(s.defaults(), "built-in defaults ("+reason+")")
+}
+
+func (s *PolicySource) compile(cfg *policy.Config) (*policy.Policy, error) {
+	if s.Adjust != nil {
+		s.Adjust(cfg)
+	}
+	return policy.Compile(cfg)
+}
+
+// defaults returns the built-in policy, adjusted.
+func (s *PolicySource) defaults() *policy.Policy {
+	if s.Adjust == nil {
+		return rules.Builtin().Default()
+	}
+	p, err := s.compile(rules.Builtin().DefaultConfig())
+	if err != nil {
+		// Adjust only lowers actions; the defaults always compile.
+		return rules.Builtin().Default()
+	}
+	return p
 }
 
 // Degraded returns the error that keeps the intended policy from loading, or nil.

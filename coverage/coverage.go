@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -511,6 +512,10 @@ var osArchLabels = map[string]bool{
 // IsOSArchLabel reports whether a node label key selects by operating system
 // or architecture alone.
 func IsOSArchLabel(key string) bool { return osArchLabels[key] }
+
+// OSArchLabels returns those label keys, sorted (for generated checks that
+// must list them).
+func OSArchLabels() []string { return slices.Sorted(maps.Keys(osArchLabels)) }
 
 // withoutOSArch returns the required node affinity with every OS and
 // architecture requirement dropped.

@@ -68,6 +68,7 @@ type serveOptions struct {
 	maxConnections  int
 	readTimeout     time.Duration
 	failOpen        []string
+	modes           modeOptions
 	zap             zap.Options
 }
 
@@ -115,6 +116,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
+	o.modes.bindFlags(cmd)
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
@@ -159,6 +161,9 @@ func runServe(o *serveOptions) error {
 	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
 	source, err := addClusterView(mgr, ref, nodes)
 	if err != nil {
+		return err
+	}
+	if err := o.modes.setUp(o, mgr, source); err != nil {
 		return err
 	}
 	if err := o.addAuditor(mgr, source, nodes); err != nil {

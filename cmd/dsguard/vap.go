@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/dsguard/dsguard/vap"
+)
+
+type vapOptions struct {
+	configFile    string
+	policyKey     string
+	namespace     string
+	excluded      []string
+	failurePolicy string
+	today         string
+}
+
+func newVAPCommand() *cobra.Command {
+	var o vapOptions
+	cmd := &cobra.Command{
+		Use:   "vap",
+		Short: "Render the node-independent rules as ValidatingAdmissionPolicies",
+		Long: "Render, from the same policy document the webhook uses, a ValidatingAdmissionPolicy and binding\n" +
+			"for each action of each rule that needs no live node set, so that the API server enforces them\n" +
+			"in-process. What CEL cannot express is listed, per rule, in comments at the top of the output\n" +
+			"and in each policy's dsguard.io/not-expressed annotation. See docs/modes.md.",
+		Example: "  dsguard vap > policies.yaml\n" +
+			"  dsguard vap --config policy.yaml | kubectl apply --server-side --field-manager=dsguard -f -\n" +
+			"  kubectl get configmap -n dsguard-system dsguard-policy -o yaml | dsguard vap --config -",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadPolicyDocument(o.configFile, o.policyKey)
+			if err != nil {
+				return err
+			}
+			opts := vap.Options{Namespace: o.namespace, ExcludedNamespaces: o.excluded,
+				FailurePolicy: admissionregistrationv1.FailurePolicyType(o.failurePolicy)}
+			switch opts.FailurePolicy {
+			case admissionregistrationv1.Fail, admissionregistrationv1.Ignore:
+			default:
+				return fmt.Errorf("--failure-policy %q: want Fail or Ignore", o.failurePolicy)
+			}
+			if o.today != "" {
+				if opts.Today, err = time.Parse(time.DateOnly, o.today); err != nil {
+					return fmt.Errorf("--today %q: want YYYY-MM-DD", o.today)
+				}
+			}
+			res, err := vap.Render(cfg, opts)
+			if err != nil {
+				return err
+			}
+			return vap.WriteYAML(cmd.OutOrStdout(), res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.configFile, "config", "", "policy file: a PolicyConfig document, or a ConfigMap holding one (- for standard input); built-in defaults when not set")
+	f.StringVar(&o.policyKey, "policy-key", "policy.yaml", "key of the policy document when --config is a ConfigMap")
+	f.StringVarP(&o.namespace, "namespace", "n", "dsguard-system", "dsguard's own namespace, never judged")
+	f.StringSliceVar(&o.excluded, "exclude-namespace", nil, "namespace whose DaemonSets are never judged (repeatable)")
+	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "what the API server does when a deny policy's CEL cannot be evaluated: Fail or Ignore")
+	f.StringVar(&o.today, "today", "", "day exemption expiries are judged against, YYYY-MM-DD (default: today, UTC)")
+	return cmd
+}
+
+// loadPolicyDocument reads a PolicyConfig document, or the document inside
+// a ConfigMap, and validates it like the webhook does.
+func loadPolicyDocument(file, key string) (*policy.Config, error) {
+	if file == "" {
+		return rules.Builtin().DefaultConfig(), nil
+	}
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &head); err == nil && head.Kind == "ConfigMap" {
+		var cm corev1.ConfigMap
+		if err := yaml.Unmarshal(data, &cm); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		doc, ok := cm.Data[key]
+		if !ok {
+			return nil, fmt.Errorf("%s: ConfigMap %s has no key %q", file, cm.Name, key)
+		}
+		data = []byte(doc)
+	}
+	cfg, err := rules.Builtin().ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,24 @@
+// Package vap proves, through a real kube-apiserver, that the generated
+// ValidatingAdmissionPolicies give the webhook's verdicts, and that the
+// static rules hold while dsguard is down.
+package vap
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// cluster is shared by every test of the package.
+var cluster *framework.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.RunSuite(m, "vap", framework.Options{Nodes: framework.SmallCluster},
+		func(ctx context.Context, s *framework.Suite) (err error) {
+			cluster = s.Cluster
+			savedWebhooks, err = saveWebhookConfiguration(ctx)
+			return err
+		}))
+}

@@ -1,0 +1,324 @@
+package vap
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
+)
+
+// Labels and annotations on every generated object.
+const (
+	// ManagedByLabel marks the objects dsguard generates, so that a sync can
+	// find and delete the ones a new policy no longer needs.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is ManagedByLabel's value.
+	ManagedByValue = "dsguard"
+	// RuleLabel names the rule a policy enforces.
+	RuleLabel = "dsguard.io/rule"
+	// NotExpressedAnnotation lists what the policy cannot check that the
+	// webhook does.
+	NotExpressedAnnotation = "dsguard.io/not-expressed"
+	// NamePrefix starts every generated object's name.
+	NamePrefix = "dsguard-"
+)
+
+// Options are the parts of the installation that the policy document does
+// not hold.
+type Options struct {
+	// Namespace is dsguard's own namespace; its DaemonSets are never judged,
+	// as by the webhook.
+	Namespace string
+	// ExcludedNamespaces are never judged either (the chart's
+	// webhook.excludedNamespaces).
+	ExcludedNamespaces []string
+	// Today is the day exemption expiries are judged against (CEL has no
+	// clock); zero means the current UTC day.
+	Today time.Time
+	// FailurePolicy applies to the deny policies when a CEL expression
+	// cannot be evaluated; warn and audit policies always ignore errors.
+	// Empty means Fail, the webhook's default.
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+}
+
+// Result is the rendered policy set.
+type Result struct {
+	Policies []admissionregistrationv1.ValidatingAdmissionPolicy
+	Bindings []admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// NotExpressed lists, per rule ID, what the generated policies do not
+	// check that the webhook does. Rules that are not rendered at all
+	// (node-aware or off) appear here too.
+	NotExpressed map[string][]string
+	// Today is the day exemption expiries were judged against.
+	Today string
+}
+
+// Render turns a policy document into ValidatingAdmissionPolicies and
+// bindings: per rendered rule, one policy per action it takes somewhere
+// (deny, warn, audit), each matching exactly the namespaces where the
+// webhook would take that action.
+func Render(cfg *policy.Config, opts Options) (*Result, error) {
+	if errs := policy.ValidateConfig(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid policy: %v", errs.ToAggregate())
+	}
+	if opts.Today.IsZero() {
+		opts.Today = time.Now().UTC()
+	}
+	if opts.FailurePolicy == "" {
+		opts.FailurePolicy = admissionregistrationv1.Fail
+	}
+	today := opts.Today.UTC().Format(time.DateOnly)
+	res := &Result{NotExpressed: map[string][]string{}, Today: today}
+	for _, r := range rules.Builtin().Rules() {
+		res.NotExpressed[r.ID] = notExpressed(r.ID)
+		action := ruleAction(cfg, r.ID)
+		if action == policy.ActionOff || !Renders(r.ID) {
+			continue
+		}
+		checks := checksFor(r.ID, cfg, today)
+		for _, t := range namespaceTiers(cfg, action) {
+			for _, u := range units(r.ID, t, checks, *cfg.Ratcheting) {
+				p, b := build(cfg, opts, r, t, u, today)
+				res.Policies = append(res.Policies, p)
+				res.Bindings = append(res.Bindings, b)
+			}
+		}
+	}
+	return res, nil
+}
+
+// Renders reports whether a rule has a generated policy: every rule that
+// does not need the live node set.
+func Renders(id string) bool {
+	switch id {
+	case controlPlaneToleration, surgeHostPort, maxUnavailable, readinessProbe, hostPathReadOnly,
+		privileged, imagePinned, updateStrategy, invalidAnnotation:
+		return true
+	}
+	return false
+}
+
+// unit is one generated policy: checks of one rule in one namespace tier,
+// enforced with one action.
+type unit struct {
+	name   string
+	action admissionregistrationv1.ValidationAction
+	deny   bool
+	// variables are named CEL expressions the validations refer to as
+	// variables.<name>, each evaluated once per request.
+	variables [][2]string
+	// validations are (expression, messageExpression) pairs.
+	validations [][2]string
+}
+
+// units groups a rule's checks in one namespace tier by the action they
+// take there. A deny becomes two policies: one that denies what the update
+// introduces, and one that warns about what the webhook softens on UPDATE
+// (an unchanged spec, a DaemonSet being deleted, and, with ratcheting, a
+// finding the old object already had at the same field).
+func units(rule string, t tier, checks []check, ratcheting bool) []unit {
+	var out []unit
+	for _, eff := range []policy.Action{policy.ActionDeny, policy.ActionWarn, policy.ActionAudit} {
+		var group []check
+		for _, c := range checks {
+			if t.action.Weaker(c.cap) == eff {
+				group = append(group, c)
+			}
+		}
+		if len(group) == 0 {
+			continue
+		}
+		name := NamePrefix + rule + "-" + string(t.action)
+		if eff != t.action {
+			name += "-" + string(eff)
+		}
+		if eff != policy.ActionDeny {
+			u := unit{name: name, action: validationAction(eff)}
+			for _, c := range group {
+				u.addVariables(c.variables)
+				u.validations = append(u.validations, [2]string{"!" + c.violated("object"), c.message})
+			}
+			out = append(out, u)
+			continue
+		}
+		deny := unit{name: name, action: admissionregistrationv1.Deny, deny: true}
+		softened := unit{name: name + "-ratcheted", action: admissionregistrationv1.Warn}
+		for i, c := range group {
+			deny.addVariables(c.variables)
+			softened.addVariables(c.variables)
+			finding, fresh := fmt.Sprintf("finding%d", i), fmt.Sprintf("introduced%d", i)
+			vars := [][2]string{{finding, c.violated("object")}}
+			introduced := "variables." + finding
+			if ratcheting {
+				vars = append(vars, [2]string{fresh, fmt.Sprintf("oldObject != null && %s", c.introduced)})
+				introduced = "variables." + fresh
+			}
+			deny.variables = append(deny.variables, vars...)
+			softened.variables = append(softened.variables, vars...)
+			denies := fmt.Sprintf("variables.%s && (oldObject == null || !has(object.metadata.deletionTimestamp) && object.spec != oldObject.spec && %s)",
+				finding, introduced)
+			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", c.message})
+			softened.validations = append(softened.validations, [2]string{
+				fmt.Sprintf("!variables.%s || oldObject == null || (%s)", finding, denies),
+				c.message + " + ' (not denied on this update: ' + (has(object.metadata.deletionTimestamp) ? 'the DaemonSet is being deleted' : " +
+					"object.spec == oldObject.spec ? 'spec unchanged by this update' : 'already present before this update') + ')'",
+			})
+		}
+		out = append(out, deny, softened)
+	}
+	return out
+}
+
+// addVariables adds the variables a unit does not have yet.
+func (u *unit) addVariables(vars [][2]string) {
+	for _, v := range vars {
+		if !slices.ContainsFunc(u.variables, func(have [2]string) bool { return have[0] == v[0] }) {
+			u.variables = append(u.variables, v)
+		}
+	}
+}
+
+func validationAction(a policy.Action) admissionregistrationv1.ValidationAction {
+	switch a {
+	case policy.ActionDeny:
+		return admissionregistrationv1.Deny
+	case policy.ActionWarn:
+		return admissionregistrationv1.Warn
+	}
+	return admissionregistrationv1.Audit
+}
+
+func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, today string) (
+	admissionregistrationv1.ValidatingAdmissionPolicy, admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	labels := map[string]string{ManagedByLabel: ManagedByValue, RuleLabel: r.ID}
+	failure := admissionregistrationv1.Ignore
+	if u.deny {
+		failure = opts.FailurePolicy
+	}
+	scope := ruleScope(cfg, r.ID)
+
+	nsSel := &metav1.LabelSelector{}
+	notIn := append([]string{}, opts.ExcludedNamespaces...)
+	if opts.Namespace != "" {
+		notIn = append([]string{opts.Namespace}, notIn...)
+	}
+	addReq := func(op metav1.LabelSelectorOperator, values []string) {
+		if len(values) > 0 {
+			nsSel.MatchExpressions = append(nsSel.MatchExpressions, metav1.LabelSelectorRequirement{
+				Key: corev1.LabelMetadataName, Operator: op, Values: values})
+		}
+	}
+	addReq(metav1.LabelSelectorOpNotIn, notIn)
+
+	var conds []admissionregistrationv1.MatchCondition
+	cond := func(name, expr string) {
+		conds = append(conds, admissionregistrationv1.MatchCondition{Name: name, Expression: expr})
+	}
+	if len(cfg.Bypass.Users)+len(cfg.Bypass.Groups) > 0 {
+		cond("not-bypassed", fmt.Sprintf("!(has(request.userInfo.username) && request.userInfo.username in %s || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s)))",
+			litList(cfg.Bypass.Users), litList(cfg.Bypass.Groups)))
+	}
+	if inc := scope.Namespaces.Include; len(inc) > 0 {
+		if allLiteral(inc) {
+			addReq(metav1.LabelSelectorOpIn, inc)
+		} else {
+			cond("namespace-in-scope", nsMatchesAny(inc))
+		}
+	}
+	if exc := scope.Namespaces.Exclude; len(exc) > 0 {
+		if allLiteral(exc) {
+			addReq(metav1.LabelSelectorOpNotIn, exc)
+		} else {
+			cond("namespace-not-excluded", "!"+nsMatchesAny(exc))
+		}
+	}
+	addReq(metav1.LabelSelectorOpIn, t.in)
+	addReq(metav1.LabelSelectorOpNotIn, t.notIn)
+	if t.cel != "" {
+		cond("namespace-enforcement-"+string(t.action), t.cel)
+	}
+	var objSel *metav1.LabelSelector
+	if scope.Selector != nil {
+		objSel = &metav1.LabelSelector{MatchLabels: scope.Selector.MatchLabels}
+		for _, e := range scope.Selector.MatchExpressions {
+			objSel.MatchExpressions = append(objSel.MatchExpressions, metav1.LabelSelectorRequirement{
+				Key: e.Key, Operator: metav1.LabelSelectorOperator(e.Operator), Values: e.Values})
+		}
+		// An objectSelector matches an UPDATE when the old or the new labels
+		// match; the webhook judges the new ones only.
+		cond("labels-in-scope", labelSelectorCEL(scope.Selector))
+	}
+	if r.Exemptible && exemptionsAllowed(cfg, r.ID) {
+		key := lit(policy.ExemptionAnnotationPrefix + r.ID)
+		cond("not-exempted", fmt.Sprintf("!(has(object.metadata.annotations) && %[1]s in object.metadata.annotations && %[2]s)",
+			key, exemptionValid("object.metadata.annotations["+key+"]", today, gateOf(cfg, opts.Today, fmt.Sprint(ruleAction(cfg, r.ID) == policy.ActionDeny)))))
+	}
+
+	var variables []admissionregistrationv1.Variable
+	for _, v := range u.variables {
+		variables = append(variables, admissionregistrationv1.Variable{Name: v[0], Expression: v[1]})
+	}
+	vs := make([]admissionregistrationv1.Validation, len(u.validations))
+	forbidden := metav1.StatusReasonForbidden
+	for i, v := range u.validations {
+		vs[i] = admissionregistrationv1.Validation{
+			Expression:        v[0],
+			MessageExpression: v[1],
+			Message:           fmt.Sprintf("[%s] %s", r.ID, r.Title),
+			Reason:            &forbidden,
+		}
+	}
+	annotations := map[string]string{}
+	if gaps := notExpressed(r.ID); len(gaps) > 0 {
+		annotations[NotExpressedAnnotation] = strings.Join(gaps, "; ")
+	}
+	equivalent := admissionregistrationv1.Equivalent
+	p := admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: u.name, Labels: labels, Annotations: annotations},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &failure,
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: nsSel,
+				ObjectSelector:    objSel,
+				MatchPolicy:       &equivalent,
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
+						},
+					},
+				}},
+			},
+			MatchConditions: conds,
+			Variables:       variables,
+			Validations:     vs,
+		},
+	}
+	b := admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: u.name, Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        u.name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{u.action},
+		},
+	}
+	return p, b
+}
+
+func allLiteral(globs []string) bool {
+	for _, g := range globs {
+		if !isLiteralGlob(g) {
+			return false
+		}
+	}
+	return true
+}

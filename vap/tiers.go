@@ -1,0 +1,131 @@
+package vap
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dsguard/dsguard/policy"
+)
+
+// tier is the set of namespaces where a rule takes one action, after the
+// policy-wide enforcement and the first matching namespaceEnforcement entry
+// have capped it. Literal namespace names become a namespaceSelector on
+// kubernetes.io/metadata.name (in or notIn); globs a CEL matchCondition.
+type tier struct {
+	action    policy.Action
+	in, notIn []string
+	cel       string
+}
+
+// ceiling is the strongest action an enforcement level lets through.
+func ceiling(e policy.Enforcement) policy.Action {
+	switch e {
+	case policy.EnforcementWarn:
+		return policy.ActionWarn
+	case policy.EnforcementAudit:
+		return policy.ActionAudit
+	}
+	return policy.ActionDeny
+}
+
+// namespaceTiers splits the namespaces by the action a rule whose
+// configured action is ruleAction takes in them.
+func namespaceTiers(cfg *policy.Config, ruleAction policy.Action) []tier {
+	def := ruleAction.Weaker(ceiling(cfg.Enforcement))
+	entryAction := func(ne policy.NamespaceEnforcementConfig) policy.Action {
+		return def.Weaker(ceiling(ne.Enforcement))
+	}
+	literal := true
+	for _, ne := range cfg.NamespaceEnforcement {
+		literal = literal && allLiteral(ne.Namespaces)
+	}
+	actions := []policy.Action{policy.ActionDeny, policy.ActionWarn, policy.ActionAudit}
+	var out []tier
+	if literal {
+		// The first entry naming a namespace decides for it.
+		first := map[string]policy.Action{}
+		var names []string
+		for _, ne := range cfg.NamespaceEnforcement {
+			for _, n := range ne.Namespaces {
+				if _, seen := first[n]; !seen {
+					first[n] = entryAction(ne)
+					names = append(names, n)
+				}
+			}
+		}
+		for _, a := range actions {
+			var same, other []string
+			for _, n := range names {
+				if first[n] == a {
+					same = append(same, n)
+				} else {
+					other = append(other, n)
+				}
+			}
+			switch {
+			case def == a:
+				out = append(out, tier{action: a, notIn: other})
+			case len(same) > 0:
+				out = append(out, tier{action: a, in: same})
+			}
+		}
+		return out
+	}
+	// Globs: the first matching entry decides, as a chain of conditionals.
+	chain := lit(string(def))
+	present := map[policy.Action]bool{def: true}
+	for i := len(cfg.NamespaceEnforcement) - 1; i >= 0; i-- {
+		ne := cfg.NamespaceEnforcement[i]
+		a := entryAction(ne)
+		present[a] = true
+		chain = fmt.Sprintf("%s ? %s : %s", nsMatchesAny(ne.Namespaces), lit(string(a)), chain)
+	}
+	for _, a := range actions {
+		if present[a] {
+			out = append(out, tier{action: a, cel: fmt.Sprintf("(%s) == %s", chain, lit(string(a)))})
+		}
+	}
+	return out
+}
+
+// notExpressed lists what the generated policies of a rule do not check the
+// way the webhook does. docs/modes.md carries the same list.
+func notExpressed(id string) []string {
+	common := []string{
+		"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
+		"an exemption value longer than 4,096 characters is not honoured (regular expressions cost in proportion to the string)",
+		"exempted findings leave no audit annotation",
+		"exemptions.allowedGroups is not checked (who added an exemption is not known to a policy that judges the object alone)",
+	}
+	switch id {
+	case controlPlaneToleration:
+		return append([]string{
+			"static form only: no node names in the message, and no softening to a warning when no node carries the taint (a managed control plane)",
+			"a placement that selects nodes (nodeSelector or required node affinity) is judged by whether its keys are only OS, architecture or the taint's own, not against the live or model control-plane nodes as the webhook does; so in vap+webhook mode the webhook keeps judging this rule too",
+		}, common...)
+	case maxUnavailable:
+		return append([]string{"the message gives the percentage only, not how many of the live nodes go blind"}, common...)
+	case hostPathReadOnly:
+		return append([]string{"hostPath and allowWritable paths are compared as written, without cleaning '..' or '//'"}, common...)
+	case invalidAnnotation:
+		return []string{
+			"one message per request names the first bad annotation and lists the possible causes rather than the one that applies",
+			"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
+			"an exemption value longer than 4,096 characters is reported as invalid (regular expressions cost in proportion to the string)",
+			"exemptions.allowedGroups is not checked (who added an exemption is not known to a policy that judges the object alone)",
+		}
+	case "node-coverage":
+		return []string{"not rendered: it needs the live node set; in vap+webhook mode the webhook enforces it, in vap mode nothing does"}
+	case surgeHostPort, readinessProbe, privileged, imagePinned, updateStrategy:
+		return common
+	}
+	if !Renders(id) {
+		return []string{"not rendered"}
+	}
+	return common
+}
+
+// joinLines is for the text output of gaps.
+func joinLines(lines []string, indent string) string {
+	return indent + strings.Join(lines, "\n"+indent)
+}
