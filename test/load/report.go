@@ -25,6 +25,7 @@ type report struct {
 	createUse          usage
 	direct             []directStep
 	peakRSS            int64
+	failures           []string
 }
 
 func (r *report) print(path string) error {
@@ -130,6 +131,12 @@ func (r *report) write(w io.Writer) {
 			ratio(d.throughput, n.throughput), ms(n.p50), ms(d.p50), ms(n.p99), ms(d.p99), n.failed+d.failed)
 	}
 	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load.")
+	if len(r.failures) > 0 {
+		fmt.Fprintln(w, "\n### Phases that failed")
+		for _, f := range r.failures {
+			fmt.Fprintf(w, "\n- %s\n", f)
+		}
+	}
 }
 
 func signedMS(d time.Duration) string {
