@@ -117,7 +117,9 @@ func run(ctx context.Context, o options) (err error) {
 	}{
 		{"node change to verdict", measureChangeToVerdict},
 		{"node change to Event", measureChangeToEvent},
-		{"create latency", func(ctx context.Context, env *environment, r *report) error { return measureCreates(ctx, env, fleet, r) }},
+		{"create latency", func(ctx context.Context, env *environment, r *report) error {
+			return measureCreates(ctx, env, fleet, r)
+		}},
 		{"direct TLS load", measureDirect},
 	} {
 		if err := phase.measure(ctx, env, r); err != nil {
