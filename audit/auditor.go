@@ -163,7 +163,9 @@ func (a *Auditor) Start(ctx context.Context) error {
 		AddFunc: enqueue,
 		UpdateFunc: func(oldObj, newObj any) {
 			// A resync delivers the same object again: nothing changed.
-			if o, ok := oldObj.(*appsv1.DaemonSet); ok && o.ResourceVersion == newObj.(*appsv1.DaemonSet).ResourceVersion {
+			o, ok1 := oldObj.(*appsv1.DaemonSet)
+			n, ok2 := newObj.(*appsv1.DaemonSet)
+			if ok1 && ok2 && o.ResourceVersion == n.ResourceVersion {
 				return
 			}
 			enqueue(newObj)
