@@ -90,8 +90,11 @@ func (e *Elected) Start(ctx context.Context) error {
 }
 
 // NewLeaseLock returns the Lease namespace/name with this process's identity
-// (hostname and a random suffix, as controller-runtime's).
-func NewLeaseLock(cfg *rest.Config, namespace, name string) (resourcelock.Interface, error) {
+// (hostname and a random suffix, as controller-runtime's). A change of leader
+// is recorded as a LeaderElection Event on the Lease through recorder (nil for
+// none), as controller-runtime's own leader election does, so `kubectl get
+// events` shows which replica audits.
+func NewLeaseLock(cfg *rest.Config, namespace, name string, recorder resourcelock.EventRecorder) (resourcelock.Interface, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, err
@@ -101,7 +104,7 @@ func NewLeaseLock(cfg *rest.Config, namespace, name string) (resourcelock.Interf
 		return nil, fmt.Errorf("leader election client: %w", err)
 	}
 	return resourcelock.New(resourcelock.LeasesResourceLock, namespace, name, client.CoreV1(), client.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID()), EventRecorder: recorder})
 }
 
 func orDefault(d, def time.Duration) time.Duration {

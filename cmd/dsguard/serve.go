@@ -332,7 +332,8 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 		},
 	}
 	if o.leaderElect {
-		lock, err := audit.NewLeaseLock(mgr.GetConfig(), o.namespace, auditLease)
+		// Core v1 Events, as the leader election in client-go expects its recorder.
+		lock, err := audit.NewLeaseLock(mgr.GetConfig(), o.namespace, auditLease, mgr.GetEventRecorderFor("dsguard"))
 		if err != nil {
 			return err
 		}
