@@ -219,6 +219,16 @@ func TestEvaluateEnforcement(t *testing.T) {
 		{imagePinnedID, policy.ActionWarn},
 		{readinessProbeID, policy.ActionWarn},
 	}
+	// allAt is the node-exporter DaemonSet's four findings when the
+	// enforcement level caps every one of them at a.
+	allAt := func(a policy.Action) []verdict {
+		return []verdict{
+			{controlPlaneTolerationID, a},
+			{hostPathReadOnlyID, a},
+			{imagePinnedID, a},
+			{readinessProbeID, a},
+		}
+	}
 	tests := []struct {
 		name      string
 		policy    string
@@ -231,52 +241,27 @@ func TestEvaluateEnforcement(t *testing.T) {
 	}, {
 		name:      "kube-system never denies by default",
 		namespace: "kube-system",
-		want: []verdict{
-			{controlPlaneTolerationID, policy.ActionWarn},
-			{hostPathReadOnlyID, policy.ActionWarn},
-			{imagePinnedID, policy.ActionWarn},
-			{readinessProbeID, policy.ActionWarn},
-		},
+		want:      allAt(policy.ActionWarn),
 	}, {
 		name:      "enforcement warn turns deny into warn",
 		policy:    "enforcement: warn\n",
 		namespace: "monitoring",
-		want: []verdict{
-			{controlPlaneTolerationID, policy.ActionWarn},
-			{hostPathReadOnlyID, policy.ActionWarn},
-			{imagePinnedID, policy.ActionWarn},
-			{readinessProbeID, policy.ActionWarn},
-		},
+		want:      allAt(policy.ActionWarn),
 	}, {
 		name:      "enforcement audit records everything",
 		policy:    "enforcement: audit\n",
 		namespace: "monitoring",
-		want: []verdict{
-			{controlPlaneTolerationID, policy.ActionAudit},
-			{hostPathReadOnlyID, policy.ActionAudit},
-			{imagePinnedID, policy.ActionAudit},
-			{readinessProbeID, policy.ActionAudit},
-		},
+		want:      allAt(policy.ActionAudit),
 	}, {
 		name:      "namespace enforcement cannot raise the global level",
 		policy:    "enforcement: warn\nnamespaceEnforcement: [{namespaces: [monitoring], enforcement: enforce}]\n",
 		namespace: "monitoring",
-		want: []verdict{
-			{controlPlaneTolerationID, policy.ActionWarn},
-			{hostPathReadOnlyID, policy.ActionWarn},
-			{imagePinnedID, policy.ActionWarn},
-			{readinessProbeID, policy.ActionWarn},
-		},
+		want:      allAt(policy.ActionWarn),
 	}, {
 		name:      "namespace audit",
 		policy:    "namespaceEnforcement: [{namespaces: [monitoring], enforcement: audit}]\n",
 		namespace: "monitoring",
-		want: []verdict{
-			{controlPlaneTolerationID, policy.ActionAudit},
-			{hostPathReadOnlyID, policy.ActionAudit},
-			{imagePinnedID, policy.ActionAudit},
-			{readinessProbeID, policy.ActionAudit},
-		},
+		want:      allAt(policy.ActionAudit),
 	}, {
 		name:      "replacing namespaceEnforcement drops the kube-system default",
 		policy:    "namespaceEnforcement: [{namespaces: [monitoring], enforcement: audit}]\n",
