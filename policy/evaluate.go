@@ -36,7 +36,8 @@ type Env struct {
 	HideNodeNames bool
 
 	// predicted caches the last prediction, shared by the rules that read
-	// it, with the DaemonSet and node snapshot it was made for.
+	// it, with the DaemonSet and node snapshot it was made for (nil coverage
+	// when the placement is too large to predict).
 	predicted predicted
 }
 
@@ -54,14 +55,22 @@ type predicted struct {
 // share one. DaemonSets are only read, so the same pointer means the same
 // object.
 func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
-	if env.Nodes == nil || env.PlacementTooLarge(ds) != "" {
+	if env.Nodes == nil {
 		return nil
 	}
-	if c := &env.predicted; c.coverage == nil || c.ds != ds || c.nodes != env.Nodes {
-		cov := coverage.Predict(ds, env.Nodes)
-		*c = predicted{ds: ds, nodes: env.Nodes, coverage: &cov}
+	c := &env.predicted
+	if c.ds == ds && c.nodes == env.Nodes {
+		// Also a placement found too large before (coverage nil): the
+		// size check walks the affinity and the snapshot, and three
+		// rules ask.
+		return c.coverage
 	}
-	return env.predicted.coverage
+	*c = predicted{ds: ds, nodes: env.Nodes}
+	if env.PlacementTooLarge(ds) == "" {
+		cov := coverage.Predict(ds, env.Nodes)
+		c.coverage = &cov
+	}
+	return c.coverage
 }
 
 // Evaluate runs every rule in scope against ds and returns the findings,
@@ -73,7 +82,6 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 		return nil
 	}
 	namespace := NamespaceOf(ds)
-	env.Policy = p
 	if env.Now.IsZero() {
 		// A zero time would make every exemption eternal.
 		env.Now = time.Now()
