@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // PolicyLoader keeps a PolicySource in step with the policy ConfigMap. It
@@ -101,11 +101,12 @@ func (l *PolicyLoader) apply(obj any) {
 	if ok && data == l.loaded && l.Source.Degraded() == nil {
 		return // only the metadata changed, e.g. the record below
 	}
+	var p *policy.Policy
 	var err error
 	if !ok {
 		err = fmt.Errorf("key %q is missing", l.Ref.Key)
-	} else if _, err = rules.Builtin().Parse([]byte(data)); err == nil {
-		err = l.Source.Load([]byte(data), origin)
+	} else {
+		p, err = l.Source.Parse([]byte(data))
 	}
 	if err != nil {
 		if rec, has := cm.Annotations[LastGoodPolicyAnnotation]; has && l.Source.Current() == nil {
@@ -116,9 +117,7 @@ func (l *PolicyLoader) apply(obj any) {
 			}
 		}
 		l.Source.Reject(err, origin)
-	}
-	active := l.Source.Current()
-	if err != nil {
+		active := l.Source.Current()
 		l.Log.Error(err, "invalid policy: keeping the previous policy", "configMap", l.Ref.NamespacedName(),
 			"activePolicy", active.Origin, "generation", active.Generation)
 		if l.Recorder != nil {
@@ -127,6 +126,8 @@ func (l *PolicyLoader) apply(obj any) {
 		}
 		return
 	}
+	l.Source.Activate(p, origin)
+	active := l.Source.Current()
 	l.loaded = data
 	l.Log.Info("policy loaded", "configMap", l.Ref.NamespacedName(), "generation", active.Generation,
 		"resourceVersion", cm.ResourceVersion)

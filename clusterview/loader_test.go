@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 func TestPolicyLoader_Apply(t *testing.T) {
@@ -126,5 +128,29 @@ func TestPolicyLoader_Integrity(t *testing.T) {
 	b.Source.Load([]byte(strict), "strict")
 	if v := testutil.ToFloat64(m.PolicyWeakened.WithLabelValues("bypass-broad-group")); v != 0 {
 		t.Errorf("after a strict policy: dsguard_policy_weakened{reason=bypass-broad-group} = %v, want 0", v)
+	}
+}
+
+// TestPolicyLoader_LastGoodIsAdjusted: the recorded policy a replica starts
+// on passes through Adjust like any other document, so in vap+webhook mode
+// the webhook does not take back the rules the API server enforces.
+func TestPolicyLoader_LastGoodIsAdjusted(t *testing.T) {
+	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
+	const strict = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  readiness-probe: {action: deny}\n"
+	broken := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: "8",
+			Annotations: map[string]string{LastGoodPolicyAnnotation: strict}},
+		Data: map[string]string{ref.Key: "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"},
+	}
+	src := NewPolicySource(nil)
+	src.Adjust = func(cfg *policy.Config) { cfg.Rules.Options("readiness-probe").Action = policy.ActionOff }
+	l := &PolicyLoader{Ref: ref, Source: src, Log: logr.Discard()}
+	l.apply(broken)
+	active := src.Current()
+	if active == nil || !strings.Contains(active.Origin, "last good policy") {
+		t.Fatalf("active %+v; want the recorded policy", active)
+	}
+	if act, _ := active.Policy.RuleAction("readiness-probe"); act != policy.ActionOff {
+		t.Errorf("readiness-probe = %q from the recorded policy, want %q as Adjust sets it", act, policy.ActionOff)
 	}
 }

@@ -46,21 +46,33 @@ func (s *PolicySource) Current() *ActivePolicy { return s.active.Load() }
 // Load parses and validates data and, when it is good, makes it the active
 // policy; when it is bad, see Reject.
 func (s *PolicySource) Load(data []byte, origin string) error {
-	cfg, err := rules.Builtin().ParseConfig(data)
-	var p *policy.Policy
-	if err == nil {
-		p, err = s.compile(cfg)
-	}
+	p, err := s.Parse(data)
 	if err != nil {
 		s.Reject(err, origin)
 		return err
 	}
+	s.Activate(p, origin)
+	return nil
+}
+
+// Parse decodes, validates and compiles data as Load does, Adjust included,
+// without making it active: a caller that has a fallback to try before the
+// built-in defaults (see Reject) checks first, then activates.
+func (s *PolicySource) Parse(data []byte) (*policy.Policy, error) {
+	cfg, err := rules.Builtin().ParseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	return s.compile(cfg)
+}
+
+// Activate makes p, a policy from Parse, the active one and clears Degraded.
+func (s *PolicySource) Activate(p *policy.Policy, origin string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setDegraded(nil)
 	s.count("success")
 	s.swap(p, origin)
-	return nil
 }
 
 // Reject records that the policy from origin cannot be used. The active
@@ -147,7 +159,7 @@ func (s *PolicySource) swap(p *policy.Policy, origin string) {
 // intended policy could not be used): a replica that starts while the
 // ConfigMap is broken serves what the others serve, not the defaults.
 func (s *PolicySource) LoadLastGood(data []byte, origin string, cause error) error {
-	p, err := rules.Builtin().Parse(data)
+	p, err := s.Parse(data)
 	if err != nil {
 		return err
 	}
