@@ -239,10 +239,8 @@ func (s *NodeSnapshot) Names() []string {
 // (and value, when value is not empty).
 func (s *NodeSnapshot) HasTaint(key, value string, effect corev1.TaintEffect) bool {
 	for _, c := range s.classes {
-		for _, t := range c.node.Spec.Taints {
-			if t.Key == key && t.Effect == effect && (value == "" || t.Value == value) {
-				return true
-			}
+		if carriesTaint(c.node.Spec.Taints, key, value, effect) {
+			return true
 		}
 	}
 	return false

@@ -99,13 +99,23 @@ func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, eff
 	return false
 }
 
+// carriesTaint reports whether one of taints matches the pattern key, value,
+// effect (see MatchesTaint).
 func carriesTaint(taints []corev1.Taint, key, value string, effect corev1.TaintEffect) bool {
+	pattern := corev1.Taint{Key: key, Value: value, Effect: effect}
 	for _, t := range taints {
-		if t.Key == key && t.Effect == effect && (value == "" || t.Value == value) {
+		if MatchesTaint(pattern, t) {
 			return true
 		}
 	}
 	return false
+}
+
+// MatchesTaint reports whether t matches pattern by key and effect, and by
+// value unless the pattern's value is empty (which stands for every value of
+// the key).
+func MatchesTaint(pattern, t corev1.Taint) bool {
+	return pattern.Key == t.Key && pattern.Effect == t.Effect && (pattern.Value == "" || pattern.Value == t.Value)
 }
 
 // The role labels (and taint keys) of control-plane nodes.

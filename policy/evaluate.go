@@ -149,9 +149,7 @@ func (env *Env) ReportedTaints(ds *appsv1.DaemonSet) []corev1.Taint {
 // MatchesAnyTaint reports whether t matches one of patterns by key and
 // effect, and by value unless the pattern's value is empty.
 func MatchesAnyTaint(patterns []corev1.Taint, t corev1.Taint) bool {
-	return slices.ContainsFunc(patterns, func(p corev1.Taint) bool {
-		return p.Key == t.Key && p.Effect == t.Effect && (p.Value == "" || p.Value == t.Value)
-	})
+	return slices.ContainsFunc(patterns, func(p corev1.Taint) bool { return coverage.MatchesTaint(p, t) })
 }
 
 // NamespaceOf is the namespace a DaemonSet is judged in: "default" when the
