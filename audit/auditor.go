@@ -129,13 +129,8 @@ const reportFlushEvery = 2 * time.Second
 
 // Start implements manager.Runnable.
 func (a *Auditor) Start(ctx context.Context) error {
-	a.seen = map[types.NamespacedName]*auditMemory{}
-	a.gapClock = GapClock{}
-	a.exemptions = exemptionTally{}
-	if a.Metrics != nil {
-		a.exemptions.gauge = a.Metrics.Exemptions
-	}
-	a.quiet = map[types.NamespacedName]bool{}
+	a.beginTerm()
+	defer a.endTerm()
 	a.nodesChanged = make(chan struct{}, 1)
 	if a.Now == nil {
 		a.Now = time.Now
@@ -530,6 +525,33 @@ func (a *Auditor) record(e *Entry) {
 		}
 		m.State.WithLabelValues(ns, name, string(s)).Set(v)
 	}
+}
+
+// beginTerm starts a term as leader with nothing remembered: Start runs
+// again each time the replica wins the lease back.
+func (a *Auditor) beginTerm() {
+	a.seen = map[types.NamespacedName]*auditMemory{}
+	a.gapClock = GapClock{}
+	a.exemptions = exemptionTally{}
+	if a.Metrics != nil {
+		a.exemptions.gauge = a.Metrics.Exemptions
+	}
+	a.quiet = map[types.NamespacedName]bool{}
+}
+
+// endTerm drops the per-DaemonSet gauges when the lease is lost: a former
+// leader would otherwise go on exporting what it last saw next to the new
+// leader's figures, and on winning the lease back its fresh exemption
+// tally would add to the old counts.
+func (a *Auditor) endTerm() {
+	if a.Metrics == nil {
+		return
+	}
+	a.Metrics.Uncovered.Reset()
+	a.Metrics.Eligible.Reset()
+	a.Metrics.Counters.Reset()
+	a.Metrics.State.Reset()
+	a.Metrics.Exemptions.Reset()
 }
 
 func (a *Auditor) forget(key types.NamespacedName) {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
@@ -71,5 +72,32 @@ func TestAuditor_ExemptionsAreVisible(t *testing.T) {
 	}
 	if !found {
 		t.Error("no report result for the exempted rule")
+	}
+}
+
+// TestAuditor_TermsDoNotAddUp: a replica that loses the lease stops
+// exporting its gauges, and one that wins it back counts each exemption once.
+func TestAuditor_TermsDoNotAddUp(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ds := auditDS("agent", 2, 2, corev1.Toleration{Operator: corev1.TolerationOpExists})
+	ds.Namespace = "team-a"
+	ds.Annotations = map[string]string{
+		policy.ExemptionAnnotationPrefix + "control-plane-toleration": "managed control plane; expires=2026-12-31",
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	a := &Auditor{Recorder: events.NewFakeRecorder(10), Metrics: m}
+	term := func() {
+		a.beginTerm()
+		e := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Policy: rules.Builtin().Default(), Now: now})[0]
+		a.observeExemptions(&e, &auditMemory{}, true)
+	}
+	term()
+	a.endTerm()
+	if n := testutil.CollectAndCount(m.Exemptions); n != 0 {
+		t.Errorf("after losing the lease: %d dsguard_exemptions_active series, want none", n)
+	}
+	term()
+	if v := testutil.ToFloat64(m.Exemptions.WithLabelValues("control-plane-toleration", "team-a")); v != 1 {
+		t.Errorf("second term: dsguard_exemptions_active = %v, want 1", v)
 	}
 }
