@@ -317,23 +317,11 @@ func (s *NodeSnapshot) identityQuery(spec *corev1.PodSpec) *identityQuery {
 // perNode judges one class for a DaemonSet that looks at node identity and
 // returns how many of its members are eligible.
 func (p *predictor) perNode(s *NodeSnapshot, class *nodeClass, q *identityQuery) int {
-	node := class.node // a copy: Name and per-node labels are set per member below
-	labels := make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
-	for k, v := range node.Labels {
-		labels[k] = v
-	}
-	node.Labels = labels
+	node := s.memberNode(class)
 	// Taints belong to the class: decided once, on first need.
 	taintGroup, taintDecided := -1, false
 	decide := func(name string, values []perNodeValue) int {
-		node.Name = name
-		for j, k := range s.perNodeKeys {
-			if values[j].present {
-				labels[k] = values[j].value
-			} else {
-				delete(labels, k)
-			}
-		}
+		s.setMember(&node, name, values)
 		if p.spec.NodeName != "" && p.spec.NodeName != name {
 			return p.group(SkipNodeName, nil)
 		}

@@ -129,6 +129,32 @@ func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
 	return c
 }
 
+// memberNode returns a copy of class's node with a label map of its own,
+// for setMember to make it stand for one member after another without
+// touching the class.
+func (s *NodeSnapshot) memberNode(class *nodeClass) corev1.Node {
+	node := class.node
+	labels := make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
+	for k, v := range node.Labels {
+		labels[k] = v
+	}
+	node.Labels = labels
+	return node
+}
+
+// setMember makes node (from memberNode) the member called name, whose
+// per-node label values are values.
+func (s *NodeSnapshot) setMember(node *corev1.Node, name string, values []perNodeValue) {
+	node.Name = name
+	for j, k := range s.perNodeKeys {
+		if values[j].present {
+			node.Labels[k] = values[j].value
+		} else {
+			delete(node.Labels, k)
+		}
+	}
+}
+
 func (s *NodeSnapshot) memberOf(n *corev1.Node) nodeMember {
 	m := nodeMember{name: n.Name, perNode: make([]perNodeValue, len(s.perNodeKeys))}
 	for j, k := range s.perNodeKeys {

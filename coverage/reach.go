@@ -67,30 +67,18 @@ func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, eff
 		if !carriesTaint(class.node.Spec.Taints, key, value, effect) {
 			continue
 		}
-		node := class.node
 		if !perNode {
-			if ok, _ := affinity.Match(&node); ok {
+			if ok, _ := affinity.Match(&class.node); ok {
 				return true
 			}
 			continue
 		}
-		labels := make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
-		for k, v := range node.Labels {
-			labels[k] = v
-		}
-		node.Labels = labels
+		node := s.memberNode(class)
 		for _, m := range class.members {
 			if spec.NodeName != "" && spec.NodeName != m.name {
 				continue
 			}
-			node.Name = m.name
-			for j, k := range s.perNodeKeys {
-				if m.perNode[j].present {
-					labels[k] = m.perNode[j].value
-				} else {
-					delete(labels, k)
-				}
-			}
+			s.setMember(&node, m.name, m.perNode)
 			if ok, _ := affinity.Match(&node); ok {
 				return true
 			}
