@@ -50,10 +50,6 @@ e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI):
 	trap 'hack/node-cleanup.sh; rm -rf "$${TMPDIR:-/tmp}"/dsguard-e2e-node-images-*' EXIT INT TERM; \
 	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
 
-.PHONY: e2e-vap
-e2e-vap: tools ## The webhook vs generated ValidatingAdmissionPolicy differential (not in make test: a known disagreement is open)
-	DSGUARD_E2E_VAP_DIFFERENTIAL=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/vap/ 2>&1 | hack/e2e-summary.sh
-
 .PHONY: chart-test
 chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them)
 	$(GO) test -count=1 -timeout 20m ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)
