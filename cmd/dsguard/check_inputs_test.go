@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,13 +10,7 @@ import (
 // overlay and a tree mixing Kubernetes and other YAML, as a CI job would.
 func TestCheck_Inputs(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeFile(t, dir, name, content) }
 	noSelector := write("no-selector.yaml", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: bare}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: a:1}]\n")
 	mismatch := write("mismatch.yaml", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: m}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: b}}\n    spec:\n      containers: [{name: a, image: a:1}]\n")
 	tests := []struct {

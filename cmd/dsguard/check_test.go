@@ -82,13 +82,7 @@ func TestCheck_JSON(t *testing.T) {
 
 func TestCheck_ExitCodes(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeFile(t, dir, name, content) }
 	misspelt := write("misspelt.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  max-unavailable:\n    parameters:\n      maxPercnt: 10\n")
 	badAction := write("bad-action.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  privileged:\n    action: block\n")
 	warnAll := write("warn.yaml", "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: warn\n")
@@ -183,4 +177,14 @@ func TestCheck_NodesParity(t *testing.T) {
 	if _, err, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "--nodes", "../../examples/policy.yaml"); code != 2 || err == nil {
 		t.Errorf("--nodes without Node objects: exit %d, err %v; want 2", code, err)
 	}
+}
+
+// writeFile writes content to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
