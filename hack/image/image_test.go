@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func testSpec(t *testing.T) Spec {
@@ -26,19 +28,26 @@ func testSpec(t *testing.T) Spec {
 		Cmd: []string{"serve"}, CACertificates: true, Version: "test"}
 }
 
+// buildImage builds spec's image and returns it with the files it holds.
+func buildImage(t *testing.T, spec Spec) (v1.Image, []File) {
+	t.Helper()
+	files, err := spec.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := spec.Image(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, files
+}
+
 func TestImage_SameInputsSameDigestAndArchive(t *testing.T) {
 	spec := testSpec(t)
 	var digests []string
 	var archives [][]byte
 	for range 2 {
-		files, err := spec.Files()
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := spec.Image(files)
-		if err != nil {
-			t.Fatal(err)
-		}
+		img, _ := buildImage(t, spec)
 		d, err := img.Digest()
 		if err != nil {
 			t.Fatal(err)
@@ -64,14 +73,7 @@ func TestImage_SameInputsSameDigestAndArchive(t *testing.T) {
 
 func TestImage_ConfigRunsNonRootWithoutShell(t *testing.T) {
 	spec := testSpec(t)
-	files, err := spec.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := spec.Image(files)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, files := buildImage(t, spec)
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
