@@ -30,9 +30,14 @@ func helms() []helmBin {
 // with its own empty configuration (no repositories, no plugins).
 func helm(t *testing.T, h helmBin, args ...string) framework.Result {
 	t.Helper()
+	return helmWith(t, t.Context(), h, args...)
+}
+
+func helmWith(t *testing.T, ctx context.Context, h helmBin, args ...string) framework.Result {
+	t.Helper()
 	home := t.TempDir()
 	env := []string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home}
-	r := runCmd(t.Context(), "", env, h.path, append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	r := runCmd(ctx, "", env, h.path, append(args, "--kubeconfig", cluster.Kubeconfig)...)
 	t.Logf("$ %s %s\n%s%s", h.name, strings.Join(args, " "), r.Stdout, r.Stderr)
 	return r
 }
@@ -47,30 +52,19 @@ func uninstall(t *testing.T, h helmBin, release, ns string) framework.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	home := t.TempDir()
-	args := []string{"uninstall", release, "--namespace", ns, "--no-hooks"}
-	r := runCmd(ctx, "", []string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
-		h.path, append(args, "--kubeconfig", cluster.Kubeconfig)...)
-	t.Logf("$ %s %s\n%s%s", h.name, strings.Join(args, " "), r.Stdout, r.Stderr)
-	return r
+	return helmWith(t, ctx, h, "uninstall", release, "--namespace", ns, "--no-hooks")
 }
 
 // kubectl runs the built kubectl against the test cluster and logs it.
 func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	t.Helper()
-	r := cluster.Kubectl(t.Context(), stdin, args...)
-	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
-	return r
+	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
 }
 
 // mustKubectl fails the test when kubectl fails.
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	r := kubectl(t, stdin, args...)
-	if r.Err != nil {
-		t.Fatal(r.Error())
-	}
-	return r.Stdout
+	return framework.Must(t, kubectl(t, stdin, args...))
 }
 
 func runCmd(ctx context.Context, stdin string, env []string, bin string, args ...string) framework.Result {
@@ -81,20 +75,7 @@ func runCmd(ctx context.Context, stdin string, env []string, bin string, args ..
 // passes; it returns the time it took, or fails the test with last().
 func eventually(t *testing.T, timeout time.Duration, check func() bool, last func() string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		if check() {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("not within %s: %s", timeout, last())
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return framework.Eventually(t, timeout, 250*time.Millisecond, check, last)
 }
 
 // getJSON returns an object as a map.
@@ -159,13 +140,7 @@ func writeFile(t *testing.T, path, content string) {
 // waitFor polls cond every 100ms for up to 30s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	framework.Eventually(t, 30*time.Second, 100*time.Millisecond, cond, func() string { return "waiting for " + what })
 }
 
 // startDsguard starts another dsguard (as who, for the failure log), stops it

@@ -28,35 +28,23 @@ func splitLines(s string) []string { return strings.Split(strings.TrimRight(s, "
 // kubectl runs the built kubectl against the cluster and logs it.
 func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	t.Helper()
-	r := cluster.Kubectl(t.Context(), stdin, args...)
-	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
-	return r
+	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
 }
 
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	r := kubectl(t, stdin, args...)
-	if r.Err != nil {
-		t.Fatal(r.Error())
-	}
-	return r.Stdout
+	return framework.Must(t, kubectl(t, stdin, args...))
 }
 
 // helm runs Helm 3 ("helm") or Helm 4 ("helm4") and logs it.
 func helm(t *testing.T, bin string, args ...string) framework.Result {
 	t.Helper()
-	r := cluster.Helm(t.Context(), bin, args...)
-	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
-	return r
+	return framework.Logged(t, cluster.Helm(t.Context(), bin, args...))
 }
 
 func mustHelm(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	r := helm(t, bin, args...)
-	if r.Err != nil {
-		t.Fatal(r.Error())
-	}
-	return r.Stdout
+	return framework.Must(t, helm(t, bin, args...))
 }
 
 // example reads a file of examples/ with replacements (old, new, ...).
@@ -73,18 +61,7 @@ func example(t *testing.T, name string, replacements ...string) string {
 // then fails the test with last().
 func eventually(t *testing.T, timeout time.Duration, check func() bool, last func() string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !check() {
-		if time.Since(start) > timeout {
-			t.Fatalf("not within %s: %s", timeout, last())
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return time.Since(start)
+	return framework.Eventually(t, timeout, 500*time.Millisecond, check, last)
 }
 
 func warnings(stderr string) []string {

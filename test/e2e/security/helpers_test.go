@@ -47,9 +47,7 @@ func toYAML(t *testing.T, ds *appsv1.DaemonSet) string {
 
 func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	t.Helper()
-	r := cluster.Kubectl(t.Context(), stdin, args...)
-	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
-	return r
+	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
 }
 
 func warnings(r framework.Result) []string {

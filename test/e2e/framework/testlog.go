@@ -1,0 +1,42 @@
+package framework
+
+import (
+	"testing"
+	"time"
+)
+
+// Logged logs a command's line and output to t (so a failing test shows its
+// kubectl or Helm transcript) and returns r.
+func Logged(t testing.TB, r Result) Result {
+	t.Helper()
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	return r
+}
+
+// Must fails t when the command failed and returns its stdout.
+func Must(t testing.TB, r Result) string {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	return r.Stdout
+}
+
+// Eventually calls check every interval until it returns true and returns the
+// time it took; it fails t with last() when timeout passes first, and stops
+// when t's context ends.
+func Eventually(t testing.TB, timeout, interval time.Duration, check func() bool, last func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !check() {
+		if time.Since(start) > timeout {
+			t.Fatalf("not within %s: %s", timeout, last())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(interval):
+		}
+	}
+	return time.Since(start)
+}
