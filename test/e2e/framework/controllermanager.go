@@ -141,15 +141,7 @@ func (cm *ControllerManager) Stop() {
 		return
 	}
 	if cm.cmd != nil && cm.cmd.Process != nil {
-		_ = cm.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-cm.exited:
-			cm.exited <- err
-		case <-time.After(15 * time.Second):
-			_ = cm.cmd.Process.Kill()
-			err := <-cm.exited
-			cm.exited <- err
-		}
+		terminate(cm.cmd, cm.exited)
 		cm.cmd = nil
 	}
 	if cm.tempDir && cm.dir != "" {

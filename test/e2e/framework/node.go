@@ -436,16 +436,7 @@ func (n *NodeCluster) Stop() error {
 	}
 	n.stopHeartbeats = nil
 	for i := len(n.daemons) - 1; i >= 0; i-- {
-		d := n.daemons[i]
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-d.exited:
-			d.exited <- err
-		case <-time.After(15 * time.Second):
-			_ = d.cmd.Process.Kill()
-			err := <-d.exited
-			d.exited <- err
-		}
+		terminate(n.daemons[i].cmd, n.daemons[i].exited)
 	}
 	n.daemons = nil
 	if n.kcm != nil {

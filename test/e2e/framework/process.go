@@ -115,3 +115,18 @@ func FreePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// terminate sends cmd SIGTERM and waits up to 15s for it to end, then kills
+// it. exited is the buffered channel that receives cmd.Wait's result;
+// terminate puts the result back for whoever reads it next.
+func terminate(cmd *exec.Cmd, exited chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		err = <-exited
+	}
+	exited <- err
+}
