@@ -33,7 +33,6 @@ type ruleSettings struct {
 	action          Action
 	scope           scope
 	allowExemptions bool
-	exemptKey       string
 	params          any
 }
 
@@ -120,7 +119,6 @@ func Compile(c *Config) (*Policy, error) {
 			rule:            rule,
 			action:          action,
 			allowExemptions: rule.Exemptible && (allow == nil || *allow),
-			exemptKey:       ExemptionAnnotationPrefix + rule.ID,
 			params:          rc.params(),
 			scope: scope{
 				include: append([]string(nil), sc.Namespaces.Include...),
