@@ -102,6 +102,17 @@ func compileErr(t *testing.T, cfg *policy.Config, fieldPath string) {
 	}
 }
 
+// assertRemediation checks that fs is one finding whose remediation is want.
+func assertRemediation(t *testing.T, fs []policy.Finding, want string) {
+	t.Helper()
+	if len(fs) != 1 {
+		t.Fatalf("got %d findings, want 1:\n%s", len(fs), describeFindings(fs))
+	}
+	if fs[0].Remediation != want {
+		t.Errorf("remediation %q, want %q", fs[0].Remediation, want)
+	}
+}
+
 func describeFindings(fs []policy.Finding) string {
 	var b strings.Builder
 	for _, f := range fs {

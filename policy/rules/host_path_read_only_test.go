@@ -90,13 +90,8 @@ func TestCheckHostPathReadOnly_Remediation(t *testing.T) {
 	ds := testobj.DS(testobj.WithVolume(testobj.HostPathVolume("varlog", "/var/log")), testobj.WithAgent(func(c *corev1.Container) {
 		c.VolumeMounts = []corev1.VolumeMount{{Name: "varlog", MountPath: "/var/log"}}
 	}))
-	fs := checkHostPathReadOnly(ds, testEnv(), &HostPathReadOnlyParams{})
-	if len(fs) != 1 {
-		t.Fatalf("got %d findings, want 1", len(fs))
-	}
-	if want := `set readOnly: true on the "varlog" mount of container "agent".`; fs[0].Remediation != want {
-		t.Errorf("remediation %q, want %q", fs[0].Remediation, want)
-	}
+	assertRemediation(t, checkHostPathReadOnly(ds, testEnv(), &HostPathReadOnlyParams{}),
+		`set readOnly: true on the "varlog" mount of container "agent".`)
 }
 
 func TestHostPathReadOnlyParams_Validate(t *testing.T) {

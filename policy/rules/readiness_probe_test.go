@@ -66,11 +66,5 @@ func TestCheckReadinessProbe(t *testing.T) {
 
 func TestCheckReadinessProbe_Remediation(t *testing.T) {
 	ds := testobj.DS(testobj.WithInitContainer(testobj.Sidecar(corev1.Container{Name: "proxy", Image: "example/proxy:v2"})))
-	fs := checkReadinessProbe(ds, testEnv(), &policy.NoParams{})
-	if len(fs) != 1 {
-		t.Fatalf("got %d findings, want 1:\n%s", len(fs), describeFindings(fs))
-	}
-	if want := `add a readinessProbe to sidecar "proxy".`; fs[0].Remediation != want {
-		t.Errorf("remediation %q, want %q", fs[0].Remediation, want)
-	}
+	assertRemediation(t, checkReadinessProbe(ds, testEnv(), &policy.NoParams{}), `add a readinessProbe to sidecar "proxy".`)
 }
