@@ -47,6 +47,7 @@ func configProblems(t *testing.T, doc string) []policy.ConfigProblem {
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	empty := []wantProblem{{Message: "the policy document is empty"}}
 	tests := []struct {
 		name string
 		doc  string
@@ -56,27 +57,27 @@ func TestParseConfigErrors(t *testing.T) {
 	}{{
 		name:  "empty",
 		doc:   "",
-		want:  []wantProblem{{Message: "the policy document is empty"}},
+		want:  empty,
 		exact: true,
 	}, {
 		name:  "whitespace only",
 		doc:   " \n\t\n",
-		want:  []wantProblem{{Message: "the policy document is empty"}},
+		want:  empty,
 		exact: true,
 	}, {
 		name:  "comments only",
 		doc:   "# policy goes here\n# later\n",
-		want:  []wantProblem{{Message: "the policy document is empty"}},
+		want:  empty,
 		exact: true,
 	}, {
 		name:  "bare document marker",
 		doc:   "---\n",
-		want:  []wantProblem{{Message: "the policy document is empty"}},
+		want:  empty,
 		exact: true,
 	}, {
 		name:  "null document",
 		doc:   "null\n",
-		want:  []wantProblem{{Message: "the policy document is empty"}},
+		want:  empty,
 		exact: true,
 	}, {
 		name:  "misspelt top-level key",
