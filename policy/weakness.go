@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -73,13 +74,8 @@ func (p *Policy) Weaknesses() []Weakness {
 }
 
 func isBroadGroup(g string) bool {
-	for _, b := range broadGroups {
-		if g == b {
-			return true
-		}
-	}
-	// Every service account of a namespace.
-	return strings.HasPrefix(g, "system:serviceaccounts:")
+	// Or every service account of a namespace.
+	return slices.Contains(broadGroups, g) || strings.HasPrefix(g, "system:serviceaccounts:")
 }
 
 // matchesEveryNamespace reports whether globs match any namespace name: a
