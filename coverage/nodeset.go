@@ -170,19 +170,9 @@ func (s *NodeSnapshot) nodes() []*corev1.Node {
 	out := make([]*corev1.Node, 0, s.total)
 	for _, c := range s.classes {
 		for _, m := range c.members {
-			n := &corev1.Node{}
-			n.Name = m.name
-			n.Spec.Taints = c.node.Spec.Taints
-			n.Labels = make(map[string]string, len(c.node.Labels)+len(m.perNode))
-			for k, v := range c.node.Labels {
-				n.Labels[k] = v
-			}
-			for j, k := range s.perNodeKeys {
-				if m.perNode[j].present {
-					n.Labels[k] = m.perNode[j].value
-				}
-			}
-			out = append(out, n)
+			n := s.memberNode(c)
+			s.setMember(&n, m.name, m.perNode)
+			out = append(out, &n)
 		}
 	}
 	return out
