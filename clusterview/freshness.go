@@ -2,13 +2,11 @@ package clusterview
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -83,24 +81,22 @@ func (v *NodeView) WatchError(ctx context.Context, r *toolscache.Reflector, err 
 
 func (f *Freshness) touch(t time.Time) { f.heard.Store(t.UnixNano()) }
 
-// trackFreshness counts node events as contact and runs the probe until ctx ends.
-func (v *NodeView) trackFreshness(ctx context.Context) error {
-	inf, err := v.Cache.GetInformer(ctx, &corev1.Node{})
-	if err != nil {
-		return fmt.Errorf("node informer: %w", err)
+// heardEvent counts a node event as contact once the view is built (until
+// then Age stays 0, see Age): the informer has caught up.
+func (f *Freshness) heardEvent() {
+	if f.heard.Load() == 0 {
+		return
 	}
-	event := func() {
-		v.broken.Store(false)
-		v.touch(time.Now())
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { event() },
-		UpdateFunc: func(_, _ any) { event() },
-		DeleteFunc: func(any) { event() },
-	}); err != nil {
-		return err
-	}
-	v.touch(time.Now()) // just synced
+	f.broken.Store(false)
+	f.touch(time.Now())
+}
+
+// trackFreshness starts the clock (the view has just been built from a
+// synced cache) and runs the probe until ctx ends; node events count through
+// heardEvent.
+func (v *NodeView) trackFreshness(ctx context.Context) {
+	v.broken.Store(false)
+	v.touch(time.Now())
 	interval := v.ProbeInterval
 	if interval <= 0 {
 		interval = DefaultProbeInterval
@@ -126,7 +122,6 @@ func (v *NodeView) trackFreshness(ctx context.Context) error {
 			v.logStaleness()
 		}
 	}()
-	return nil
 }
 
 func (v *NodeView) logStaleness() {

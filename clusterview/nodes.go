@@ -84,13 +84,18 @@ func (v *NodeView) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
+	// One handler both applies the changes and counts every event as
+	// contact (see Freshness): a Node update is the commonest event there
+	// is, and each handler is a listener of its own with its own buffer.
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
+			v.heardEvent()
 			if n, ok := obj.(*corev1.Node); ok {
 				v.apply(nil, n)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
+			v.heardEvent()
 			old, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 && PredictionInputsChanged(old, n) {
@@ -98,6 +103,7 @@ func (v *NodeView) Start(ctx context.Context) error {
 			}
 		},
 		DeleteFunc: func(obj any) {
+			v.heardEvent()
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
@@ -129,9 +135,7 @@ func (v *NodeView) Start(ctx context.Context) error {
 	v.snapshot.Store(snap)
 	v.mu.Unlock()
 	v.Log.Info("node view built", "nodes", snap.Len(), "classes", snap.Classes())
-	if err := v.trackFreshness(ctx); err != nil {
-		return err
-	}
+	v.trackFreshness(ctx)
 	<-ctx.Done()
 	return nil
 }
