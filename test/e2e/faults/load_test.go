@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // warningCollector hands each warning to the collector in the request's context.
@@ -69,16 +68,9 @@ func review(ctx context.Context, ds *appsv1.DaemonSet) (verdict, error) {
 // example reads a DaemonSet from examples/ and puts it into namespace.
 func example(t *testing.T, name, namespace string) *appsv1.DaemonSet {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(data, &ds); err != nil {
-		t.Fatal(err)
-	}
+	ds := framework.ExampleDaemonSet(t, cluster.Root, name)
 	ds.Namespace = namespace
-	return &ds
+	return ds
 }
 
 // load sends requests from several workers until stopped and counts them.

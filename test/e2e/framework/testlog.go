@@ -1,8 +1,13 @@
 package framework
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Logged logs a command's line and output to t (so a failing test shows its
@@ -39,4 +44,19 @@ func Eventually(t testing.TB, timeout, interval time.Duration, check func() bool
 		}
 	}
 	return time.Since(start)
+}
+
+// ExampleDaemonSet reads the DaemonSet of examples/<name> in the repository
+// at root, failing t when it is missing or not a DaemonSet.
+func ExampleDaemonSet(t testing.TB, root, name string) *appsv1.DaemonSet {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal(data, &ds); err != nil {
+		t.Fatalf("examples/%s: %v", name, err)
+	}
+	return &ds
 }

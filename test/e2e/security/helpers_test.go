@@ -1,8 +1,6 @@
 package security
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,16 +13,9 @@ import (
 // example reads examples/<name> as a DaemonSet, renamed and placed in ns.
 func example(t *testing.T, name, dsName, ns string) *appsv1.DaemonSet {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "examples", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ds appsv1.DaemonSet
-	if err := yaml.Unmarshal(data, &ds); err != nil {
-		t.Fatal(err)
-	}
+	ds := framework.ExampleDaemonSet(t, cluster.Root, name)
 	ds.Name, ds.Namespace, ds.ResourceVersion = dsName, ns, ""
-	return &ds
+	return ds
 }
 
 // compliant is node-exporter with the control-plane toleration: dsguard
