@@ -10,7 +10,9 @@ fuzztime="${FUZZTIME:-10s}"
 mapfile -t pkgs < <(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
 total=0
 for pkg in "${pkgs[@]}"; do
-  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+  # A package whose test list fails would otherwise drop out of the run unseen.
+  list=$(go test -list '^Fuzz' "$pkg") || { echo "--- $pkg: cannot list its fuzz targets" >&2; exit 1; }
+  for target in $(grep '^Fuzz' <<<"$list"); do
     start=$(date +%s)
     echo "--- $pkg $target ($fuzztime)"
     go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
@@ -18,4 +20,6 @@ for pkg in "${pkgs[@]}"; do
     echo "--- $pkg $target: $(( $(date +%s) - start ))s"
   done
 done
+# Finding none means the search above broke, not that there is nothing to fuzz.
+[ "$total" -gt 0 ] || { echo "--- no fuzz target found" >&2; exit 1; }
 echo "--- $total fuzz targets, no failure"
