@@ -165,7 +165,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *NodeCluster, err error
 	// From 1.36 the kubelet no longer falls back to its own cgroupDriver:
 	// containerd must hand it over through the RuntimeConfig CRI call.
 	if log := n.DaemonLog("kubelet"); !strings.Contains(log, "Using cgroup driver setting received from the CRI runtime") {
-		return nil, fmt.Errorf("the kubelet did not get its cgroup driver from containerd (RuntimeConfig); kubelet log:\n%s", tail(log, 40))
+		return nil, fmt.Errorf("the kubelet did not get its cgroup driver from containerd (RuntimeConfig); kubelet log:\n%s", LastLines(log, 40))
 	}
 	n.logf("node %s Ready in %s (cgroup driver from containerd's RuntimeConfig)", NodeName, since(start))
 	return n, nil
@@ -350,7 +350,7 @@ func (n *NodeCluster) waitNodeReady(ctx context.Context, timeout time.Duration) 
 			select {
 			case err := <-d.exited:
 				d.exited <- err
-				return fmt.Errorf("%s exited (%v):\n%s", d.name, err, tail(n.DaemonLog(d.name), 60))
+				return fmt.Errorf("%s exited (%v):\n%s", d.name, err, LastLines(n.DaemonLog(d.name), 60))
 			default:
 			}
 		}
@@ -360,10 +360,11 @@ func (n *NodeCluster) waitNodeReady(ctx context.Context, timeout time.Duration) 
 		}
 		time.Sleep(time.Second)
 	}
-	return fmt.Errorf("node %s not Ready after %s (%s %s); kubelet log:\n%s", NodeName, timeout, last.Stdout, last.Stderr, tail(n.DaemonLog("kubelet"), 60))
+	return fmt.Errorf("node %s not Ready after %s (%s %s); kubelet log:\n%s", NodeName, timeout, last.Stdout, last.Stderr, LastLines(n.DaemonLog("kubelet"), 60))
 }
 
-func tail(s string, lines int) string {
+// LastLines returns the last lines of s, for a log quoted in a failure.
+func LastLines(s string, lines int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(l) > lines {
 		l = l[len(l)-lines:]
@@ -395,7 +396,7 @@ func (n *NodeCluster) startDaemon(name, bin string, env []string, args ...string
 	select {
 	case err := <-d.exited:
 		d.exited <- err
-		return fmt.Errorf("%s exited at once (%v):\n%s", name, err, tail(n.DaemonLog(name), 40))
+		return fmt.Errorf("%s exited at once (%v):\n%s", name, err, LastLines(n.DaemonLog(name), 40))
 	case <-time.After(300 * time.Millisecond):
 	}
 	return nil

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,16 +92,8 @@ func run(m *testing.M) (code int) {
 	code = m.Run()
 	if code != 0 {
 		for _, d := range []string{"kubelet", "containerd"} {
-			fmt.Fprintf(os.Stderr, "e2e: node: last lines of the %s log:\n%s\n", d, lastLines(cluster.DaemonLog(d), 40))
+			fmt.Fprintf(os.Stderr, "e2e: node: last lines of the %s log:\n%s\n", d, framework.LastLines(cluster.DaemonLog(d), 40))
 		}
 	}
 	return code
-}
-
-func lastLines(s string, n int) string {
-	lines := splitLines(s)
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
