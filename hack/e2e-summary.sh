@@ -15,14 +15,19 @@ if grep -qE '^(FAIL|panic:)|^--- FAIL' "$log"; then
   echo "---- full output of the failing tests ----"
   # With -p 1 and no t.Parallel in the suites, a top-level test's lines run
   # from its "=== RUN   TestX" to its "--- FAIL: TestX"; subtests are
-  # "TestX/..." and their results indented. Lines outside any test, and a
-  # test cut short by a panic or timeout, end at the package's "FAIL\t" line.
+  # "TestX/..." and their results, indented, follow TestX's. Lines outside
+  # any test, and a test cut short by a panic or timeout, end at the
+  # package's "FAIL\t" line.
   awk '
-    /^=== RUN   [^\/ ]+$/ { name = $3; block = $0 "\n"; inblock = 1; next }
+    /^=== RUN   [^\/ ]+$/ { name = $3; block = $0 "\n"; inblock = 1; results = ""; next }
     inblock && /^--- (FAIL|PASS|SKIP): / && $3 == name {
-      if ($2 == "FAIL:") printf "%s%s\n", block, $0
+      # Indented "--- " lines after it are the results of its subtests.
+      results = ($2 == "FAIL:") ? "print" : "drop"
+      if (results == "print") printf "%s%s\n", block, $0
       inblock = 0; block = ""; next
     }
+    results != "" && /^[ \t]+--- / { if (results == "print") print; next }
+    { results = "" }
     /^(FAIL|ok)[ \t]/ {
       if ($1 == "FAIL") printf "%s%s%s\n", block, tail, $0
       inblock = 0; block = ""; tail = ""; next
