@@ -180,7 +180,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of
 	// ordinary DaemonSets.
-	release, err := h.heavy.enter(ctx, env.PredictionWork(ds))
+	release, err := laneFor(ctx, h.heavy).enter(ctx, env.PredictionWork(ds))
 	if err != nil {
 		return admission.Errored(http.StatusServiceUnavailable, err)
 	}

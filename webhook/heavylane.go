@@ -35,6 +35,12 @@ func (l *heavyLane) enter(ctx context.Context, work int) (func(), error) {
 	if l == nil || work <= HeavyWork {
 		return func() {}, nil
 	}
+	return l.acquire(ctx)
+}
+
+// acquire waits for a slot and returns the function that frees it. It
+// gives up when ctx ends.
+func (l *heavyLane) acquire(ctx context.Context) (func(), error) {
 	if l.waiting != nil {
 		l.waiting.Inc()
 		defer l.waiting.Dec()
@@ -44,5 +50,37 @@ func (l *heavyLane) enter(ctx context.Context, work int) (func(), error) {
 		return func() { <-l.slots }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("dsguard is busy judging other large placements and the request ended first: %w", ctx.Err())
+	}
+}
+
+// LargeReviewBytes is the request size above which a review takes the heavy
+// lane before its body is read. Decoding is most of the cost of a large
+// review (a 1.5 MB one takes tens of milliseconds of CPU before any rule
+// runs), so a flood of them must queue before decoding, not after. An
+// ordinary DaemonSet review, old object and managed fields included, is
+// tens of kilobytes.
+const LargeReviewBytes = 256 << 10
+
+type laneKey struct{}
+
+// laneUse tells the handler which heavy lane the server shares with it, and
+// whether this request already holds a slot (taken for its large body).
+type laneUse struct {
+	lane *heavyLane
+	held bool
+}
+
+// laneFor returns the lane a handler's heavy evaluation should enter: the
+// server's, unless the request already holds one of its slots (nil then,
+// which enter passes at once), or fallback outside such a server.
+func laneFor(ctx context.Context, fallback *heavyLane) *heavyLane {
+	use, ok := ctx.Value(laneKey{}).(*laneUse)
+	switch {
+	case !ok:
+		return fallback
+	case use.held:
+		return nil
+	default:
+		return use.lane
 	}
 }

@@ -13,7 +13,7 @@ type Metrics struct {
 	Bypasses  prometheus.Counter
 	// ConnectionsEvicted counts connections closed at the connection cap.
 	ConnectionsEvicted prometheus.Counter
-	// HeavyWaiting is the number of large evaluations waiting for the heavy lane.
+	// HeavyWaiting is the number of large reviews waiting for the heavy lane.
 	HeavyWaiting prometheus.Gauge
 }
 
@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.HeavyWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dsguard_heavy_evaluations_waiting",
-		Help: "DaemonSet reviews with a large placement waiting for their turn: large placements are judged a few at a time, so that they never delay ordinary ones.",
+		Help: "DaemonSet reviews with a large placement or a body over 256 KiB waiting for their turn: large reviews are decoded and judged a few at a time, so that they never delay ordinary ones.",
 	})
 	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.HeavyWaiting)
 	return m

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -52,6 +53,9 @@ type ServerOptions struct {
 	// ReadTimeout the whole request, body included; WriteTimeout the
 	// response; IdleTimeout a kept-alive connection between requests.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// HeavyWaiting, when not nil, counts the requests waiting for the
+	// heavy lane the server shares with the DaemonSet handler.
+	HeavyWaiting prometheus.Gauge
 }
 
 // Defaults of ServerOptions: the API server sends a review whole, at once,
@@ -154,6 +158,13 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	guard := newConnGuard(ln, s.opts.MaxConnections, s.evicted)
+	// One heavy lane per process: large bodies and large placements share
+	// it, so that together they never take more than GOMAXPROCS-1 cores.
+	guard.lane = newHeavyLane(heavyLaneWidth())
+	guard.lane.waiting = s.opts.HeavyWaiting
+	// A large review waits at most half its read deadline for the lane, so
+	// that the body still arrives in time once it has a slot.
+	guard.laneWait = s.opts.ReadTimeout / 2
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
@@ -269,6 +280,10 @@ type connGuard struct {
 	net.Listener
 	max     int
 	evicted func()
+	// lane is the heavy lane large requests wait for before their body is
+	// read, at most laneWait; nil lets every body through at once.
+	lane     *heavyLane
+	laneWait time.Duration
 
 	mu    sync.Mutex
 	freed *sync.Cond
@@ -405,6 +420,24 @@ const maxReviewBytes = 7 << 20
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
+		if g.lane != nil {
+			use := &laneUse{lane: g.lane}
+			if r.ContentLength > LargeReviewBytes || r.ContentLength < 0 {
+				waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWait)
+				release, err := g.lane.acquire(waitCtx)
+				cancel()
+				if err != nil {
+					// The body stays unread, so the connection cannot
+					// carry another request.
+					w.Header().Set("Connection", "close")
+					http.Error(w, "dsguard is busy with other large reviews; retry later", http.StatusServiceUnavailable)
+					return
+				}
+				defer release()
+				use.held = true
+			}
+			r = r.WithContext(context.WithValue(r.Context(), laneKey{}, use))
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
 			if err != nil {

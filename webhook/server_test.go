@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,6 +84,7 @@ func startTestServer(t *testing.T, pki testPKI, opts ServerOptions, onEvict func
 		}
 		fmt.Fprintf(w, "authenticated=%v", Authenticated(r.Context()))
 	}))
+	srv.Register("/lane", http.HandlerFunc(laneReporter))
 	ctx := t.Context()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()
@@ -246,6 +248,82 @@ func TestServer_CapEvictsSlowClients(t *testing.T) {
 	}
 	if evicted.Load() == 0 {
 		t.Error("no connection was evicted at the cap")
+	}
+}
+
+// laneEntered and laneHold let a test keep a request in laneReporter.
+var laneEntered, laneHold chan struct{}
+
+// laneReporter answers which heavy lane the request's evaluation would
+// enter: "held" when the server gave it a slot for its large body, "shared"
+// when it would queue in the server's lane. With ?hold it waits for laneHold.
+func laneReporter(w http.ResponseWriter, r *http.Request) {
+	if _, err := io.ReadAll(r.Body); err != nil {
+		return
+	}
+	if r.URL.Query().Has("hold") {
+		laneEntered <- struct{}{}
+		<-laneHold
+	}
+	use, _ := r.Context().Value(laneKey{}).(*laneUse)
+	switch {
+	case use == nil:
+		fmt.Fprint(w, "none")
+	case use.held:
+		fmt.Fprint(w, "held")
+	default:
+		fmt.Fprint(w, "shared")
+	}
+}
+
+// TestServer_LargeBodiesWaitForTheHeavyLane: with the one slot of a
+// two-core lane taken by a large review, a small review is answered at once,
+// another large one waits, unread, and is refused as busy after half the
+// read deadline; once the slot is free, large reviews pass again.
+func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	laneEntered, laneHold = make(chan struct{}, 1), make(chan struct{})
+	pki := newTestPKI(t)
+	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 2 * time.Second}, nil)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
+	defer client.CloseIdleConnections()
+	send := func(path string, size int) (int, string) {
+		resp, err := client.Post("https://"+addr+path, "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), size)))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	large := LargeReviewBytes + 1
+	first := make(chan string, 1)
+	go func() {
+		code, body := send("/lane?hold", large)
+		first <- fmt.Sprint(code, " ", body)
+	}()
+	<-laneEntered
+
+	if code, body := send("/lane", 1000); code != http.StatusOK || body != "shared" {
+		t.Errorf("small review while the lane is full: %d %q, want 200 shared", code, body)
+	}
+	start := time.Now()
+	code, body := send("/lane", large)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
+		t.Errorf("large review while the lane is full: %d %q, want 503 busy", code, body)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("the large review was refused after %s, before half the read deadline", waited)
+	}
+
+	close(laneHold)
+	if got := <-first; got != "200 held" {
+		t.Errorf("the large review holding the lane: %q, want 200 held", got)
+	}
+	laneHold = make(chan struct{})
+	close(laneHold)
+	if code, body := send("/lane", large); code != http.StatusOK || body != "held" {
+		t.Errorf("large review with the lane free: %d %q, want 200 held", code, body)
 	}
 }
 

@@ -260,7 +260,7 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
 		Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName,
 		TLSOpts: webhookTLSOpts, ClientCAFile: o.clientCAFile, RequireClientCert: o.requireClient,
-		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout,
+		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout, HeavyWaiting: m.HeavyWaiting,
 	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,

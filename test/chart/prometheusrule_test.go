@@ -17,7 +17,7 @@ import (
 
 // alerts are the alerts the PrometheusRule ships; docs/operations.md has a
 // section (## <name>) for each.
-var alerts = []string{"DsguardDown", "DsguardWebhookErrors", "DsguardWebhookSlow", "DsguardPolicyDegraded",
+var alerts = []string{"DsguardDown", "DsguardWebhookErrors", "DsguardWebhookSlow", "DsguardPolicyDegraded", "DsguardPolicyWeakened",
 	"DsguardPersistentCoverageGap", "DsguardNodesSkippedByTaint", "DsguardNodeViewStale"}
 
 // metricDef is a series name a Go source defines, with its labels.
