@@ -249,7 +249,7 @@ func WriteJSON(w io.Writer, entries []Entry, nodesKnown bool) error {
 		if nodesKnown {
 			c := &jsonCoverage{Nodes: e.Coverage.Total, Eligible: e.Coverage.Eligible, Skipped: e.Skipped, Skips: []jsonSkip{}}
 			for _, s := range e.Coverage.Skips {
-				c.Skips = append(c.Skips, jsonSkip{Kind: s.Kind, Reason: s.Reason(), Transient: s.Transient, Nodes: s.Nodes})
+				c.Skips = append(c.Skips, jsonSkip{Kind: s.Kind, Reason: s.Reason(), Transient: s.Transient, Nodes: s.Nodes()})
 			}
 			j.Predicted = c
 		}

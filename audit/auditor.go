@@ -459,7 +459,7 @@ func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, 
 func countedGaps(cov *coverage.Coverage) map[string]string {
 	out := map[string]string{}
 	for _, s := range cov.Gaps() {
-		for _, n := range s.Nodes {
+		for _, n := range s.Nodes() {
 			out[n] = s.Reason()
 		}
 	}
@@ -506,7 +506,7 @@ func (a *Auditor) record(e *Entry) {
 			// so that alerts on reason="taint" see only real gaps.
 			reason = "intended-taint"
 		}
-		counts[reason] += len(s.Nodes)
+		counts[reason] += s.Count
 	}
 	for reason, n := range counts {
 		m.Uncovered.WithLabelValues(ns, name, reason).Set(float64(n))

@@ -18,10 +18,10 @@ import (
 
 func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
 	cov := &coverage.Coverage{Total: 6, Eligible: 1, Skips: []coverage.Skip{
-		{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}, Nodes: []string{"infra-1", "infra-2"}},
-		{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, Transient: true, Nodes: []string{"joining-1"}},
-		{Kind: coverage.SkipSelector, Nodes: []string{"gpu-1"}},
-		{Kind: coverage.SkipOSArch, Nodes: []string{"win-1"}},
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}.WithNodes("infra-1", "infra-2"),
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, Transient: true}.WithNodes("joining-1"),
+		coverage.Skip{Kind: coverage.SkipSelector}.WithNodes("gpu-1"),
+		coverage.Skip{Kind: coverage.SkipOSArch}.WithNodes("win-1"),
 	}}
 	got := countedGaps(cov)
 	if len(got) != 2 || got["infra-1"] == "" || got["infra-2"] == "" {

@@ -41,8 +41,35 @@ type Skip struct {
 	// Transient marks taints a node carries while joining, failing or being
 	// scaled away: they count in predictions but never raise a finding.
 	Transient bool
-	// Nodes are the skipped nodes' names, sorted.
-	Nodes []string
+	// Count is the number of nodes skipped.
+	Count int
+	// runs name the skipped nodes as runs of class members, merged into
+	// sorted names only when a caller asks (Nodes, FirstNodes): a
+	// prediction that skips most of a 65,000-node fleet costs its classes,
+	// not 65,000 names. names holds them outright instead (WithNodes).
+	runs  []nameRun
+	names []string
+}
+
+// WithNodes returns s naming exactly these nodes (sorted by the caller):
+// for skips made by hand rather than by Predict.
+func (s Skip) WithNodes(names ...string) Skip {
+	s.runs, s.names, s.Count = nil, names, len(names)
+	return s
+}
+
+// Nodes returns the skipped nodes' names, sorted. Each call builds the
+// whole list: a caller that shows only some names asks FirstNodes.
+func (s Skip) Nodes() []string { return s.FirstNodes(s.Count) }
+
+// FirstNodes returns the first n of the skipped nodes' names in order (all
+// of them when there are fewer), at the cost of those n.
+func (s Skip) FirstNodes(n int) []string {
+	n = max(min(n, s.Count), 0)
+	if s.runs == nil {
+		return slices.Clone(s.names[:min(n, len(s.names))])
+	}
+	return mergeRuns(s.runs, n)
 }
 
 // Reason describes the skip in words.
@@ -61,11 +88,10 @@ func (s Skip) Reason() string {
 
 // Describe is the reason followed by the nodes, at most limit of them named.
 func (s Skip) Describe(limit int) string {
-	names := s.Nodes
+	names := s.FirstNodes(limit)
 	more := ""
-	if len(names) > limit {
-		more = fmt.Sprintf(" and %d more", len(names)-limit)
-		names = names[:limit]
+	if s.Count > len(names) {
+		more = fmt.Sprintf(" and %d more", s.Count-len(names))
 	}
 	return fmt.Sprintf("%s (%s%s)", s.Reason(), strings.Join(names, ", "), more)
 }
@@ -86,7 +112,7 @@ func (c *Coverage) Skipped(kinds ...SkipKind) int {
 	n := 0
 	for _, s := range c.Skips {
 		if len(kinds) == 0 || slices.Contains(kinds, s.Kind) {
-			n += len(s.Nodes)
+			n += s.Count
 		}
 	}
 	return n
@@ -112,7 +138,7 @@ func (c *Coverage) GapNodes() int { return NodesIn(c.Gaps()) }
 func NodesIn(skips []Skip) int {
 	n := 0
 	for _, s := range skips {
-		n += len(s.Nodes)
+		n += s.Count
 	}
 	return n
 }
@@ -155,17 +181,10 @@ func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 		}
 		cov.Eligible += p.perNode(nodes, class, q)
 	}
-	if len(p.groups) > 0 {
-		cov.Skips = make([]Skip, len(p.groups))
-		for i := range p.groups {
-			g := &p.groups[i]
-			cov.Skips[i] = g.skip
-			cov.Skips[i].Nodes = mergeRuns(g.runs, g.size)
-		}
-	}
+	cov.Skips = p.groups
 	sort.Slice(cov.Skips, func(a, b int) bool {
-		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
-			return len(cov.Skips[a].Nodes) > len(cov.Skips[b].Nodes)
+		if cov.Skips[a].Count != cov.Skips[b].Count {
+			return cov.Skips[a].Count > cov.Skips[b].Count
 		}
 		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
 	})
@@ -206,26 +225,20 @@ func Decide(ds *appsv1.DaemonSet, node *corev1.Node) NodeDecision {
 }
 
 // predictor gathers one prediction's skipped nodes by reason, as runs of
-// class members that are merged into sorted name lists at the end.
+// class members that a Skip merges into sorted names when asked.
 type predictor struct {
 	spec        *corev1.PodSpec
 	affinity    nodeaffinity.RequiredNodeAffinity
 	relaxed     *nodeaffinity.RequiredNodeAffinity
 	tolerations []corev1.Toleration
-	groups      []skipGroup
-}
-
-type skipGroup struct {
-	skip Skip
-	runs []nameRun
-	size int
+	groups      []Skip
 }
 
 // group returns the index of the group for this reason, adding it if new.
 // A prediction has a handful of reasons: a linear search beats a map.
 func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
 	for i := range p.groups {
-		s := &p.groups[i].skip
+		s := &p.groups[i]
 		if s.Kind == kind && (taint == nil || s.Taint == *taint) {
 			return i
 		}
@@ -235,7 +248,7 @@ func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
 		s.Taint = *taint
 		s.Transient = transientTaints[taint.Key]
 	}
-	p.groups = append(p.groups, skipGroup{skip: s})
+	p.groups = append(p.groups, s)
 	return len(p.groups) - 1
 }
 
@@ -244,9 +257,9 @@ func (p *predictor) add(kind SkipKind, taint *corev1.Taint, run nameRun) {
 }
 
 func (p *predictor) addRun(g int, run nameRun) {
-	grp := &p.groups[g]
-	grp.runs = append(grp.runs, run)
-	grp.size += run.len()
+	s := &p.groups[g]
+	s.runs = append(s.runs, run)
+	s.Count += run.len()
 }
 
 // identityQuery is what a DaemonSet that looks at node identity names: the

@@ -25,7 +25,7 @@ type NodeDiagnosis struct {
 func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
 	skipped := make(map[string]bool, cov.Skipped())
 	for _, s := range cov.Skips {
-		for _, n := range s.Nodes {
+		for _, n := range s.Nodes() {
 			skipped[n] = true
 		}
 	}

@@ -225,11 +225,15 @@ func (c *runCursor) advance() bool {
 	return true
 }
 
-// mergeRuns returns the names of runs in order; size is their total. A
-// binary heap of cursors, written out rather than through container/heap:
-// this is the inner loop of every prediction that skips many nodes.
-func mergeRuns(runs []nameRun, size int) []string {
-	out := make([]string, 0, size)
+// mergeRuns returns the first limit names of runs in order (fewer when the
+// runs hold fewer). A binary heap of cursors, written out rather than
+// through container/heap: this is the inner loop of every list of skipped
+// nodes.
+func mergeRuns(runs []nameRun, limit int) []string {
+	out := make([]string, 0, limit)
+	if limit <= 0 {
+		return out
+	}
 	cursors := make([]runCursor, len(runs))
 	h := make([]*runCursor, 0, len(runs))
 	for i := range runs {
@@ -245,7 +249,7 @@ func mergeRuns(runs []nameRun, size int) []string {
 	case 1:
 		for c := h[0]; ; {
 			out = append(out, c.name)
-			if !c.advance() {
+			if len(out) == limit || !c.advance() {
 				return out
 			}
 		}
@@ -253,7 +257,7 @@ func mergeRuns(runs []nameRun, size int) []string {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		siftDown(h, i)
 	}
-	for len(h) > 0 {
+	for len(h) > 0 && len(out) < limit {
 		out = append(out, h[0].name)
 		if !h[0].advance() {
 			h[0] = h[len(h)-1]

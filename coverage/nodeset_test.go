@@ -25,6 +25,7 @@ func referenceCoverage(ds *appsv1.DaemonSet, nodes []*corev1.Node) Coverage {
 	tolerations := daemonTolerations(spec)
 	cov := Coverage{Total: len(nodes)}
 	groups := map[string]*Skip{}
+	names := map[*Skip][]string{}
 	skip := func(kind SkipKind, taint *corev1.Taint, name string) {
 		key := string(kind)
 		if taint != nil {
@@ -38,7 +39,7 @@ func referenceCoverage(ds *appsv1.DaemonSet, nodes []*corev1.Node) Coverage {
 			}
 			groups[key] = s
 		}
-		s.Nodes = append(s.Nodes, name)
+		names[s] = append(names[s], name)
 	}
 	for _, n := range nodes {
 		switch {
@@ -57,12 +58,12 @@ func referenceCoverage(ds *appsv1.DaemonSet, nodes []*corev1.Node) Coverage {
 		}
 	}
 	for _, s := range groups {
-		sort.Strings(s.Nodes)
-		cov.Skips = append(cov.Skips, *s)
+		sort.Strings(names[s])
+		cov.Skips = append(cov.Skips, s.WithNodes(names[s]...))
 	}
 	sort.Slice(cov.Skips, func(a, b int) bool {
-		if len(cov.Skips[a].Nodes) != len(cov.Skips[b].Nodes) {
-			return len(cov.Skips[a].Nodes) > len(cov.Skips[b].Nodes)
+		if cov.Skips[a].Count != cov.Skips[b].Count {
+			return cov.Skips[a].Count > cov.Skips[b].Count
 		}
 		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
 	})
@@ -127,8 +128,17 @@ func randomDaemonSets(r *rand.Rand, names int) []*appsv1.DaemonSet {
 
 func assertSameCoverage(t *testing.T, what string, got, want Coverage) {
 	t.Helper()
-	if !reflect.DeepEqual(got, want) {
+	if !sameCoverage(got, want) {
 		t.Fatalf("%s:\n got  %s\n want %s", what, describeCoverage(got), describeCoverage(want))
+	}
+	// The first names of a skip are the start of its whole list.
+	for _, s := range got.Skips {
+		all := s.Nodes()
+		for _, n := range []int{0, 1, 2, 10, len(all) - 1, len(all), len(all) + 1} {
+			if first := s.FirstNodes(n); !slices.Equal(first, all[:max(min(n, len(all)), 0)]) {
+				t.Fatalf("%s: FirstNodes(%d) = %v, want the start of %v", what, n, first, all)
+			}
+		}
 	}
 }
 

@@ -59,10 +59,10 @@ func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot, nodes
 		case SkipTaint:
 			taint := s.Taint
 			p.Skips = append(p.Skips, SkipGroup{Kind: s.Kind, Reason: s.Reason(), Taint: &taint, Transient: s.Transient,
-				Count: len(s.Nodes), Nodes: s.Nodes})
+				Count: s.Count, Nodes: s.Nodes()})
 		case SkipNodeName:
 			p.Skips = append(p.Skips, SkipGroup{Kind: s.Kind, Reason: fmt.Sprintf("spec.template.spec.nodeName is %s", spec.NodeName),
-				Count: len(s.Nodes), Nodes: s.Nodes})
+				Count: s.Count, Nodes: s.Nodes()})
 		default:
 			p.Skips = append(p.Skips, splitBySelectorTerm(s, spec, nodes)...)
 		}
@@ -81,7 +81,7 @@ func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot, nodes
 func splitBySelectorTerm(s Skip, spec *corev1.PodSpec, nodes map[string]*corev1.Node) []SkipGroup {
 	var out []SkipGroup
 	index := map[string]int{}
-	for _, name := range s.Nodes {
+	for _, name := range s.Nodes() {
 		reason := s.Reason()
 		if n := nodes[name]; n != nil {
 			if r := selectorMiss(spec, n); r != "" {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,22 +59,24 @@ func (env *Env) PredictionWork(ds *appsv1.DaemonSet) int {
 	return max(coverage.SizeOf(spec).Requirements, 1) * env.Nodes.NodesExamined(spec)
 }
 
-// DescribeNodes lists node names, at most limit of them and then "and N
-// more"; with HideNodeNames it only counts them.
-func (env *Env) DescribeNodes(names []string, limit int) string {
+// DescribeNodes lists total nodes by name, at most limit of them and then
+// "and N more"; with HideNodeNames it only counts them. names are the first
+// names in order, at least min(total, limit) of them (coverage.Skip's
+// FirstNodes), so that a caller never builds the names it does not show.
+func (env *Env) DescribeNodes(names []string, total, limit int) string {
 	switch {
-	case env.HideNodeNames && len(names) == 1:
+	case env.HideNodeNames && total == 1:
 		return "1 node"
 	case env.HideNodeNames:
-		return fmt.Sprintf("%d nodes", len(names))
-	case len(names) <= limit:
-		return strings.Join(names, ", ")
+		return strconv.Itoa(total) + " nodes"
+	case total <= limit:
+		return strings.Join(names[:total], ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
+	return strings.Join(names[:limit], ", ") + " and " + strconv.Itoa(total-limit) + " more"
 }
 
 // DescribeSkip is a skip's reason followed by its nodes, as DescribeNodes
 // gives them.
 func (env *Env) DescribeSkip(s coverage.Skip, limit int) string {
-	return fmt.Sprintf("%s (%s)", s.Reason(), env.DescribeNodes(s.Nodes, limit))
+	return s.Reason() + " (" + env.DescribeNodes(s.FirstNodes(limit), s.Count, limit) + ")"
 }

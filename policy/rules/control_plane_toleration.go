@@ -117,8 +117,8 @@ func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *Contr
 	}
 	skips := "skips every node with that taint"
 	if cov := env.Coverage(ds); cov != nil {
-		if names := nodesSkippedFor(cov, untolerated); len(names) > 0 {
-			skips = "skips " + env.DescribeNodes(names, nodesNamed) + " (" + ofNodes(len(names), cov.Total) + ")"
+		if names, n := nodesSkippedFor(cov, untolerated, nodesNamed); n > 0 {
+			skips = "skips " + env.DescribeNodes(names, n, nodesNamed) + " (" + ofNodes(n, cov.Total) + ")"
 		}
 	}
 	f := policy.Finding{
@@ -166,17 +166,21 @@ func aimsAt(ds *appsv1.DaemonSet, t TaintConfig, env *policy.Env) bool {
 	return coverage.ReachesAny(spec, coverage.ModelTaintedNodes(t.Key, t.Value))
 }
 
-// nodesSkippedFor returns the nodes the prediction skips for one of taints.
-func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig) []string {
+// nodesSkippedFor counts the nodes the prediction skips for one of taints
+// and returns the first limit of their names in order: the first of each
+// skip, merged (skips never share a node).
+func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig, limit int) ([]string, int) {
 	patterns := taintsOf(taints)
 	var out []string
+	n := 0
 	for _, s := range cov.Skips {
 		if s.Kind == coverage.SkipTaint && policy.MatchesAnyTaint(patterns, s.Taint) {
-			out = append(out, s.Nodes...)
+			out = append(out, s.FirstNodes(limit)...)
+			n += s.Count
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out[:min(len(out), limit)], n
 }
 
 // reportedTaints are the taints whose skipped nodes this rule's finding names,

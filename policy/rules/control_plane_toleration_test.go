@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -405,4 +406,30 @@ func TestCheckControlPlaneToleration_Nodes(t *testing.T) {
 			t.Errorf("taint absent:\n%s", describeFindings(absent))
 		}
 	})
+}
+
+// TestNodesSkippedFor: the names of several skips come out merged in order,
+// cut at the limit, and counted in full.
+func TestNodesSkippedFor(t *testing.T) {
+	cp := corev1.Taint{Key: cpKey, Effect: corev1.TaintEffectNoSchedule}
+	infra := corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}
+	cov := &coverage.Coverage{Total: 9, Eligible: 2, Skips: []coverage.Skip{
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: infra}.WithNodes("b-1", "b-3", "b-5"),
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: cp}.WithNodes("a-1", "b-2", "c-1"),
+		coverage.Skip{Kind: coverage.SkipSelector}.WithNodes("a-0"),
+	}}
+	taints := []TaintConfig{{Key: cpKey, Effect: corev1.TaintEffectNoSchedule}, {Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}
+	for _, tt := range []struct {
+		limit int
+		want  string
+	}{
+		{2, "a-1,b-1"},
+		{4, "a-1,b-1,b-2,b-3"},
+		{10, "a-1,b-1,b-2,b-3,b-5,c-1"},
+	} {
+		names, n := nodesSkippedFor(cov, taints, tt.limit)
+		if got := strings.Join(names, ","); got != tt.want || n != 6 {
+			t.Errorf("limit %d: %s (%d nodes), want %s (6 nodes)", tt.limit, got, n, tt.want)
+		}
+	}
 }

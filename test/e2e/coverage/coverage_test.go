@@ -389,7 +389,7 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 					k += "transient"
 				}
 			}
-			st.kinds[k] += len(s.Nodes)
+			st.kinds[k] += s.Count
 			if !seen[k] {
 				seen[k] = true
 				st.kindScenarios[k]++
@@ -425,7 +425,7 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 func eligibleNodes(nodes []*corev1.Node, c coverage.Coverage) []string {
 	skipped := map[string]bool{}
 	for _, s := range c.Skips {
-		for _, n := range s.Nodes {
+		for _, n := range s.Nodes() {
 			skipped[n] = true
 		}
 	}
@@ -454,7 +454,7 @@ func checkCoverageShape(res *result) error {
 	seen := map[string]bool{}
 	spec := &res.ds.Spec.Template.Spec
 	for _, s := range c.Skips {
-		for _, name := range s.Nodes {
+		for _, name := range s.Nodes() {
 			if seen[name] {
 				return fmt.Errorf("node %s skipped twice", name)
 			}
