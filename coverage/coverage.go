@@ -232,6 +232,9 @@ type predictor struct {
 	relaxed     *nodeaffinity.RequiredNodeAffinity
 	tolerations []corev1.Toleration
 	groups      []Skip
+	// labels is the label map of the node that stands for one member after
+	// another, reused from class to class.
+	labels map[string]string
 }
 
 // group returns the index of the group for this reason, adding it if new.
@@ -330,7 +333,8 @@ func (s *NodeSnapshot) identityQuery(spec *corev1.PodSpec) *identityQuery {
 // perNode judges one class for a DaemonSet that looks at node identity and
 // returns how many of its members are eligible.
 func (p *predictor) perNode(s *NodeSnapshot, class *nodeClass, q *identityQuery) int {
-	node := s.memberNode(class)
+	node := s.memberNode(class, p.labels)
+	p.labels = node.Labels
 	// Taints belong to the class: decided once, on first need.
 	taintGroup, taintDecided := -1, false
 	decide := func(name string, values []perNodeValue) int {
@@ -456,11 +460,24 @@ func matchAffinity(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinit
 // untoleratedTaint returns the first NoSchedule or NoExecute taint the
 // tolerations leave untolerated, as the controller's predicate does.
 func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (*corev1.Taint, bool) {
-	taint, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), taints, tolerations,
-		func(t *corev1.Taint) bool {
-			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-		}, comparisonOperatorsEnabled)
-	return &taint, untolerated
+	// Most classes carry no taint that excludes: the library's filtered
+	// copy of the taints is then not worth making.
+	if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return excludes(&t) }) {
+		return nil, false
+	}
+	found, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), taints, tolerations,
+		excludes, comparisonOperatorsEnabled)
+	if !untolerated {
+		return nil, false
+	}
+	taint := found
+	return &taint, true
+}
+
+// excludes reports whether a taint keeps daemon Pods off a node that does
+// not tolerate it (PreferNoSchedule only discourages).
+func excludes(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
 // daemonTolerations are the tolerations of the Pods the controller creates:

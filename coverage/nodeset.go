@@ -170,7 +170,7 @@ func (s *NodeSnapshot) nodes() []*corev1.Node {
 	out := make([]*corev1.Node, 0, s.total)
 	for _, c := range s.classes {
 		for _, m := range c.members {
-			n := s.memberNode(c)
+			n := s.memberNode(c, nil)
 			s.setMember(&n, m.name, m.perNode)
 			out = append(out, &n)
 		}

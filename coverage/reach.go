@@ -63,6 +63,7 @@ func (s *NodeSnapshot) NodesExamined(spec *corev1.PodSpec) int {
 func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, effect corev1.TaintEffect) bool {
 	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
 	perNode := spec.NodeName != "" || s.looksAtNodeIdentity(spec)
+	var labels map[string]string
 	for _, class := range s.classes {
 		if !carriesTaint(class.node.Spec.Taints, key, value, effect) {
 			continue
@@ -73,7 +74,8 @@ func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, eff
 			}
 			continue
 		}
-		node := s.memberNode(class)
+		node := s.memberNode(class, labels)
+		labels = node.Labels
 		for _, m := range class.members {
 			if spec.NodeName != "" && spec.NodeName != m.name {
 				continue
