@@ -113,21 +113,35 @@ func checksFor(id string, cfg *policy.Config, today string) []check {
 }
 
 func controlPlaneTolerationChecks(p *rules.ControlPlaneTolerationParams) []check {
-	neutral := coverage.OSArchLabels()
 	type taintCEL struct {
-		text      string
-		untolered func(o string) string
+		// text is the taint as the message names it, hint its toleration.
+		text, hint string
+		untolered  func(o string) string
 	}
 	var taints []taintCEL
-	for _, t := range p.Taints {
+	var vars [][2]string
+	for i, t := range p.Taints {
 		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 		// The controller's own tolerations are fixed: judge them here.
 		if coverage.ToleratedByDaemonPod(&corev1.PodSpec{}, &taint) {
 			continue
 		}
 		byHostNetwork := coverage.ToleratedByDaemonPod(&corev1.PodSpec{HostNetwork: true}, &taint)
-		t := t
-		taints = append(taints, taintCEL{text: t.String(), untolered: func(o string) string {
+		// Where the placement aims is judged as the engine judges it
+		// offline: against the model nodes that carry the taint, each
+		// in a variable of its own, so that each stays under the
+		// per-expression cost limit (docs/modes.md).
+		var nodes []celNode
+		for _, n := range coverage.ModelTaintedNodes(t.Key, t.Value) {
+			nodes = append(nodes, newCELNode(n))
+		}
+		reachVar := func(o string, n int) string { return fmt.Sprintf("%sReachesTaint%dNode%d", o, i, n) }
+		for _, o := range []string{"object", "oldObject"} {
+			for j, n := range nodes {
+				vars = append(vars, [2]string{reachVar(o, j), reachesNode(o, n)})
+			}
+		}
+		taints = append(taints, taintCEL{text: t.String(), hint: fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect), untolered: func(o string) string {
 			s := podSpec(o)
 			tolerated := fmt.Sprintf("(has(%[1]s.tolerations) && %[1]s.tolerations.exists(t, "+
 				"(!has(t.effect) || t.effect == '' || t.effect == %[2]s) && "+
@@ -138,45 +152,45 @@ func controlPlaneTolerationChecks(p *rules.ControlPlaneTolerationParams) []check
 			if byHostNetwork {
 				tolerated = fmt.Sprintf("(%s || (has(%s.hostNetwork) && %s.hostNetwork))", tolerated, s, s)
 			}
-			keep := litList(append(append([]string(nil), neutral...), t.Key))
-			// A nodeSelector key other than OS, architecture or the taint's
-			// own key, or a required node affinity every term of which
-			// narrows, targets a deliberate subset of nodes.
-			nodeSelector := fmt.Sprintf("(has(%[1]s.nodeSelector) && %[1]s.nodeSelector.exists(k, !(k in %[2]s)))", s, keep)
-			terms := s + ".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-			termNarrows := fmt.Sprintf("(has(term.matchFields) && size(term.matchFields) > 0 || !has(term.matchExpressions) || size(term.matchExpressions) == 0 || "+
-				"term.matchExpressions.exists(r, !(r.key in %s) && !(r.key == %s && r.operator in ['In', 'Exists'])))",
-				litList(neutral), lit(t.Key))
-			affinity := fmt.Sprintf("(has(%[1]s.affinity) && has(%[1]s.affinity.nodeAffinity) && "+
-				"has(%[1]s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && "+
-				"has(%[2]s) && size(%[2]s) > 0 && %[2]s.all(term, %[3]s))", s, terms, termNarrows)
-			return fmt.Sprintf("(!%s && !%s && !%s)", tolerated, nodeSelector, affinity)
+			// A placement too large to judge counts as aiming at the
+			// tainted nodes, so that size is never a way out.
+			aims := []string{"variables." + tooLargeVar(o)}
+			for j := range nodes {
+				aims = append(aims, "variables."+reachVar(o, j))
+			}
+			return fmt.Sprintf("(!%s && (%s))", tolerated, strings.Join(aims, " || "))
 		}})
 	}
 	if len(taints) == 0 {
 		return nil
 	}
+	for _, o := range []string{"object", "oldObject"} {
+		vars = append(vars, [2]string{tooLargeVar(o), placementTooLarge(o)})
+	}
 	violated := func(o string) string {
-		s := podSpec(o)
 		var any []string
 		for _, t := range taints {
 			any = append(any, t.untolered(o))
 		}
 		// The intended-coverage annotation never lowers this rule.
-		return fmt.Sprintf("((!has(%[1]s.nodeName) || %[1]s.nodeName == '') && (%[2]s))", s, strings.Join(any, " || "))
+		return "(" + strings.Join(any, " || ") + ")"
 	}
-	var missing, hints []string
+	// The missing taints and their tolerations, bound once (see
+	// containerCheck), so that each taint is judged once for the message.
+	var missing []string
 	for _, t := range taints {
-		missing = append(missing, fmt.Sprintf("(%s ? [%s] : [])", t.untolered("object"), lit(t.text)))
+		missing = append(missing, fmt.Sprintf("(%s ? [[%s, %s]] : [])", t.untolered("object"), lit(t.text), lit(t.hint)))
 	}
-	for _, t := range p.Taints {
-		hints = append(hints, fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect))
-	}
-	msg := fmt.Sprintf("'[control-plane-toleration] spec.template.spec.tolerations: no toleration for ' + (%s).join(', ') + "+
-		"': skips every node with that taint, unseen in desiredNumberScheduled; fix: add to spec.template.spec.tolerations: ' + %s",
-		strings.Join(missing, " + "), lit(strings.Join(hints, ", ")))
-	return []check{wholeObject(policy.ActionDeny, violated, msg)}
+	msg := fmt.Sprintf("[%s].map(m, '[control-plane-toleration] spec.template.spec.tolerations: no toleration for ' + m.map(t, t[0]).join(', ') + "+
+		"': skips every node with that taint, unseen in desiredNumberScheduled; fix: add to spec.template.spec.tolerations: ' + m.map(t, t[1]).join(', '))[0]",
+		strings.Join(missing, " + "))
+	c := wholeObject(policy.ActionDeny, violated, msg)
+	c.variables = vars
+	return []check{c}
 }
+
+// tooLargeVar names the variable that holds placementTooLarge of o.
+func tooLargeVar(o string) string { return o + "PlacementTooLarge" }
 
 // maxSurge and maxUnavailable as CEL: an int, or a percentage string. The
 // API server has validated both before admission, so a string is "N%".

@@ -100,8 +100,7 @@ func notExpressed(id string) []string {
 	switch id {
 	case controlPlaneToleration:
 		return append([]string{
-			"static form only: no node names in the message, and no softening to a warning when no node carries the taint (a managed control plane)",
-			"a placement that selects nodes (nodeSelector or required node affinity) is judged by whether its keys are only OS, architecture or the taint's own, not against the live or model control-plane nodes as the webhook does; so in vap+webhook mode the webhook keeps judging this rule too",
+			"a placement (nodeName, nodeSelector, required node affinity) is judged against the model nodes that carry the taint, as the webhook judges it offline, not against the live ones: so no node names in the message, no softening to a warning when no node carries the taint (a managed control plane), and where the live tainted nodes differ from the model (a label the model lacks, one architecture only) the two can judge a placement differently; in vap+webhook mode the webhook keeps judging this rule against the live nodes",
 		}, common...)
 	case maxUnavailable:
 		return append([]string{"the message gives the percentage only, not how many of the live nodes go blind"}, common...)
