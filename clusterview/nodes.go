@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,8 @@ type NodeView struct {
 	mu       sync.Mutex
 	set      *coverage.NodeSet
 	handlers []*func(NodeChange)
+	// initial holds the nodes by name until the first build (see Start).
+	initial map[string]*corev1.Node
 }
 
 // NodeChange is one node change, as the view applied it.
@@ -87,7 +90,7 @@ func (v *NodeView) Start(ctx context.Context) error {
 	// One handler both applies the changes and counts every event as
 	// contact (see Freshness): a Node update is the commonest event there
 	// is, and each handler is a listener of its own with its own buffer.
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			v.heardEvent()
 			if n, ok := obj.(*corev1.Node); ok {
@@ -115,21 +118,18 @@ func (v *NodeView) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}
-	if !v.Cache.WaitForCacheSync(ctx) {
+	// The first build takes the nodes of the informer's initial list as
+	// its handler is handed them (apply collects them until then): the
+	// cache's own objects, not the copies a List of the cache makes, which
+	// at 65,000 nodes would double the view's memory while it is built.
+	// Once the handler has seen the initial list, the build holds every
+	// node; the changes after it are applied one by one.
+	if !toolscache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return ctx.Err()
 	}
-	// One full build from the synced cache; changes before it are in the
-	// list (the cache is updated before handlers hear of a change), changes
-	// after it are applied one by one, and applying one twice is a no-op.
-	var list corev1.NodeList
-	if err := v.Cache.List(ctx, &list); err != nil {
-		return err
-	}
-	nodes := make([]*corev1.Node, len(list.Items))
-	for i := range list.Items {
-		nodes[i] = &list.Items[i]
-	}
 	v.mu.Lock()
+	nodes := slices.SortedFunc(maps.Values(v.initial), func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	v.initial = nil
 	v.set = coverage.NewNodeSet(nodes)
 	snap := v.set.Snapshot()
 	v.snapshot.Store(snap)
@@ -140,12 +140,20 @@ func (v *NodeView) Start(ctx context.Context) error {
 	return nil
 }
 
-// apply applies one change once the first build is done (before it, the
-// build's list holds the change).
+// apply applies one change once the first build is done; before it, it
+// keeps the latest of each node for the build.
 func (v *NodeView) apply(old, n *corev1.Node) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.set == nil {
+		if v.initial == nil {
+			v.initial = map[string]*corev1.Node{}
+		}
+		if n == nil {
+			delete(v.initial, old.Name)
+		} else {
+			v.initial[n.Name] = n
+		}
 		return
 	}
 	var changed bool

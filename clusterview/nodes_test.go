@@ -1,7 +1,9 @@
 package clusterview
 
 import (
+	"context"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -84,7 +86,7 @@ func TestNodeView_AppliesChangesOneByOne(t *testing.T) {
 			Spec: corev1.NodeSpec{Taints: taints}}
 	}
 	v := &NodeView{Log: logr.Discard()}
-	v.apply(nil, node("early")) // before the first build: the build's list has it
+	v.apply(nil, node("early")) // before the first build: kept for the build, not applied
 	var changes []NodeChange
 	remove := v.OnChange(func(c NodeChange) { changes = append(changes, c) })
 	v.set = coverage.NewNodeSet([]*corev1.Node{node("w-1"), node("w-2")})
@@ -111,5 +113,53 @@ func TestNodeView_AppliesChangesOneByOne(t *testing.T) {
 	}
 	if len(changes) != 3 || changes[0].New.Name != "w-1" || changes[1].Old != nil || changes[2].New != nil {
 		t.Errorf("handler saw %d changes, want the taint, the add and the delete (not the no-op, nothing after removal): %+v", len(changes), changes)
+	}
+}
+
+// TestNodeView_BuildsFromTheInitialList: the first build holds the nodes the
+// informer handed over before it, with the changes made to them meanwhile
+// (an update, a delete); changes after it are applied one by one.
+func TestNodeView_BuildsFromTheInitialList(t *testing.T) {
+	node := func(name string, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+			Spec: corev1.NodeSpec{Taints: taints}}
+	}
+	inf := &slowInformer{}
+	v := &NodeView{Cache: &slowCache{informer: inf}, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- v.Start(ctx) }()
+	for !inf.asked.Load() {
+		runtime.Gosched()
+	}
+	drain := corev1.Taint{Key: "drain", Effect: corev1.TaintEffectNoSchedule}
+	inf.handler.OnAdd(node("w-1"), true)
+	inf.handler.OnAdd(node("w-2"), true)
+	inf.handler.OnAdd(node("w-3"), true)
+	inf.handler.OnUpdate(node("w-1"), node("w-1", drain))
+	inf.handler.OnDelete(node("w-2"))
+	if v.Snapshot() != nil {
+		t.Fatal("the view was built before its handler had seen the initial list")
+	}
+	inf.delivered.Store(true)
+	for v.ReadyCheck(nil) != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Start returned before the view was built: %v", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	built := v.Snapshot()
+	if got := built.Names(); !reflect.DeepEqual(got, []string{"w-1", "w-3"}) {
+		t.Errorf("nodes of the first build = %v, want [w-1 w-3]", got)
+	}
+	if !built.HasTaint("drain", "", corev1.TaintEffectNoSchedule) {
+		t.Error("the update before the build is not in it")
+	}
+	inf.handler.OnAdd(node("w-4"), false)
+	if got := v.Snapshot().Names(); !reflect.DeepEqual(got, []string{"w-1", "w-3", "w-4"}) {
+		t.Errorf("nodes after an add = %v, want [w-1 w-3 w-4]", got)
 	}
 }
