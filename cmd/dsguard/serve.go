@@ -49,6 +49,7 @@ type serveOptions struct {
 	metricsAddr     string
 	metricsSecure   bool
 	probeAddr       string
+	pprofAddr       string
 	shutdownTimeout time.Duration
 	drainDelay      time.Duration
 	nodeStaleAfter  time.Duration
@@ -98,6 +99,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables metrics")
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's profiling endpoints (/debug/pprof/), unauthenticated: bind it to localhost only; 0 disables them")
 	f.DurationVar(&o.nodeStaleAfter, "node-staleness-bound", clusterview.DefaultStaleAfter, "a node view not confirmed by the API server for this long is stale: node-aware rules then judge without live nodes and say so")
 	f.DurationVar(&o.drainDelay, "drain-delay", 2*time.Second, "after SIGTERM, how long to keep answering (unready, closing each connection after its answer) before shutting down")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long to let in-flight reviews finish on shutdown")
@@ -281,6 +283,7 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 		LeaderElection:          false,
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: &o.shutdownTimeout,
 		WebhookServer:           webhookServer,
 	})

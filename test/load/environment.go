@@ -53,8 +53,11 @@ type environment struct {
 	// dsguardURL and noopURL are the webhooks' DaemonSet endpoints;
 	// tlsConfig trusts their serving certificate.
 	dsguardURL, noopURL string
-	tlsConfig           *tls.Config
-	setup               setupFigures
+	// dsguardPprof and noopPprof are the profiling endpoints' base URLs,
+	// set with -profile only.
+	dsguardPprof, noopPprof string
+	tlsConfig               *tls.Config
+	setup                   setupFigures
 }
 
 // setupFigures describe how the fleet was built.
@@ -163,11 +166,22 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if o.memoryLimit > 0 {
 		env = append(env, fmt.Sprintf("DSGUARD_MEMORY_LIMIT=%d", o.memoryLimit))
 	}
-	e.dsguard, err = startProcess(e.dir, "dsguard", env, bin, "serve",
+	args := []string{"serve",
 		"--kubeconfig", kubeconfig, "--namespace", ownNamespace,
 		"--host", host, "--port", strconv.Itoa(wio.LocalServingPort), "--cert-dir", wio.LocalServingCertDir,
 		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort)),
-		"--metrics-bind-address", "0", "--shutdown-timeout", "5s")
+		"--metrics-bind-address", "0", "--shutdown-timeout", "5s"}
+	var noopArgs []string
+	if o.profile != "" {
+		dsguardPprof, noopPprof, err := pprofAddresses()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--pprof-bind-address", dsguardPprof)
+		noopArgs = append(noopArgs, "--pprof", noopPprof)
+		e.dsguardPprof, e.noopPprof = "http://"+dsguardPprof, "http://"+noopPprof
+	}
+	e.dsguard, err = startProcess(e.dir, "dsguard", env, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +201,8 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
-	e.noop, err = startProcess(e.dir, "noop-webhook", nil, self, noopCommand,
-		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir)
+	e.noop, err = startProcess(e.dir, "noop-webhook", nil, self, append([]string{noopCommand,
+		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir}, noopArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +215,18 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	}
 	logf("webhooks installed and answering")
 	return e, nil
+}
+
+// pprofAddresses returns two free loopback addresses for the webhooks'
+// profiling endpoints.
+func pprofAddresses() (dsguard, noop string, err error) {
+	var ports [2]int
+	for i := range ports {
+		if ports[i], err = framework.FreePort(); err != nil {
+			return "", "", err
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])), nil
 }
 
 func (e *environment) createNamespaces(ctx context.Context) error {

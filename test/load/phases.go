@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -36,11 +38,6 @@ type cpuPhase struct {
 }
 
 func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report) error {
-	// Let the start-up settle: the first audit pass, the caches' resync.
-	if err := sleep(ctx, 2*settle); err != nil {
-		return err
-	}
-	r.setup.rssSettled, _ = env.dsguard.rss()
 	relevant, cleanup := f.relevantUpdates(env.kube)
 	phases := []struct {
 		name, target string
@@ -329,12 +326,17 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	if err != nil {
 		return err
 	}
-	targets := []struct{ name, url string }{{"no-op webhook", env.noopURL}, {"dsguard", env.dsguardURL}}
+	targets := []struct{ name, file, url, pprof string }{{"no-op webhook", "noop", env.noopURL, env.noopPprof},
+		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof}}
 	for i, c := range []int{1, 16, 64} {
 		for j := range targets {
 			t := targets[(i+j)%len(targets)]
 			logf("direct TLS: %s at %d concurrent for %s", t.name, c, r.opts.direct)
-			step, err := directLoad(ctx, env.httpClient(c), t.url, body, c, r.opts.direct)
+			var prof *profiler
+			if t.pprof != "" {
+				prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%d.pprof", t.file, c))}
+			}
+			step, err := directLoad(ctx, env.httpClient(c), t.url, body, c, r.opts.direct, prof)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
@@ -346,7 +348,44 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	return nil
 }
 
-func directLoad(ctx context.Context, client *http.Client, url string, body []byte, concurrency int, d time.Duration) (directStep, error) {
+// profiler takes a CPU profile of a webhook over a direct load step.
+type profiler struct {
+	url, path string
+	done      chan error
+}
+
+// start asks for a profile of the next d (whole seconds, at least one).
+func (p *profiler) start(d time.Duration) {
+	p.done = make(chan error, 1)
+	go func() {
+		secs := max(1, int(d.Round(time.Second)/time.Second))
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.url, secs))
+		if err != nil {
+			p.done <- err
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("profile: HTTP %d: %s", resp.StatusCode, data)
+		}
+		if err == nil {
+			err = os.WriteFile(p.path, data, 0o644)
+		}
+		p.done <- err
+	}()
+}
+
+func (p *profiler) wait() error {
+	if err := <-p.done; err != nil {
+		return fmt.Errorf("profiling %s: %w", p.path, err)
+	}
+	logf("  CPU profile in %s", p.path)
+	return nil
+}
+
+func directLoad(ctx context.Context, client *http.Client, url string, body []byte, concurrency int, d time.Duration,
+	prof *profiler) (directStep, error) {
 	post := func() (time.Duration, bool) {
 		start := time.Now()
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
@@ -371,9 +410,17 @@ func directLoad(ctx context.Context, client *http.Client, url string, body []byt
 	}
 	window, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	if prof != nil {
+		prof.start(d)
+	}
 	start := time.Now()
 	samples, failed := hammer(window, concurrency, post)
 	elapsed := time.Since(start)
+	if prof != nil {
+		if err := prof.wait(); err != nil {
+			return directStep{}, err
+		}
+	}
 	if len(samples) == 0 {
 		return directStep{}, fmt.Errorf("no request succeeded (%d failed)", failed)
 	}

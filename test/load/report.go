@@ -52,7 +52,27 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- dsguard given a container memory limit of %s (DSGUARD_MEMORY_LIMIT, as the chart sets it)\n", limit)
 	fmt.Fprintf(w, "- dsguard ready %s after start; RSS %s when ready, %s settled, %s peak over the run (target ≤ 64 MiB at 5,000 nodes)\n\n",
 		s.dsguardReady.Round(100*time.Millisecond), mib(s.rssReady), mib(s.rssSettled), mib(r.peakRSS))
+	if len(r.cpu) > 0 {
+		r.writeCPU(w)
+	}
+	if len(r.verdictTaint)+len(r.eventLatency) > 0 {
+		r.writeChanges(w)
+	}
+	if len(r.creates) > 0 {
+		r.writeCreates(w)
+	}
+	if len(r.direct) > 0 {
+		r.writeDirect(w)
+	}
+	if len(r.failures) > 0 {
+		fmt.Fprintln(w, "\n### Phases that failed")
+		for _, f := range r.failures {
+			fmt.Fprintf(w, "\n- %s\n", f)
+		}
+	}
+}
 
+func (r *report) writeCPU(w io.Writer) {
 	fmt.Fprintf(w, "### dsguard CPU and memory under node churn (%s each)\n\n", r.opts.window)
 	fmt.Fprintln(w, "| phase | updates/s achieved | failed | dsguard CPU (% of a core) | RSS avg | RSS max | target |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -64,7 +84,9 @@ func (r *report) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %d | %.2f %% | %s | %s | %s |\n", p.name, rate, p.load.failed, p.use.cpu*100,
 			mib(p.use.rssAvg), mib(p.use.rssMax), p.target)
 	}
+}
 
+func (r *report) writeChanges(w io.Writer) {
 	fmt.Fprintf(w, "\n### A relevant node change, to the verdict and to the Event (%d each)\n\n", len(r.verdictTaint))
 	fmt.Fprintln(w, "| change | observed | p50 | max | target |")
 	fmt.Fprintln(w, "| --- | --- | ---: | ---: | --- |")
@@ -76,7 +98,9 @@ func (r *report) write(w io.Writer) {
 		ms(r.eventLatency.percentile(50)), ms(r.eventLatency.percentile(100)))
 	fmt.Fprintf(w, "\nOne verdict poll (a dry-run create) took %s on average: the verdict figures are that coarse.\n",
 		ms(r.verdictPoll))
+}
 
+func (r *report) writeCreates(w io.Writer) {
 	fmt.Fprintf(w, "\n### DaemonSet creates through the API server (%d per mode, interleaved; "+
 		"meanwhile 50 irrelevant and 1 relevant Node update/s, 5 DaemonSet creates and deletes/s)\n\n", r.opts.creates)
 	fmt.Fprintln(w, "| mode | p50 | p99 | p50 over no webhook | p99 over no webhook |")
@@ -107,7 +131,9 @@ func (r *report) write(w io.Writer) {
 			"dsguard used %.1f %% of a core during the creates, RSS max %s.\n",
 			ratio(over(ds, 50), over(noop, 50)), ratio(over(ds, 99), over(noop, 99)), r.createUse.cpu*100, mib(r.createUse.rssMax))
 	}
+}
 
+func (r *report) writeDirect(w io.Writer) {
 	fmt.Fprintf(w, "\n### Direct TLS load (AdmissionReview of a DaemonSet CREATE, keep-alive, %s per step)\n\n", r.opts.direct)
 	fmt.Fprintln(w, "| concurrent | no-op requests/s | dsguard requests/s | throughput ratio | no-op p50 | dsguard p50 | no-op p99 | dsguard p99 | failed |")
 	fmt.Fprintln(w, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -131,12 +157,6 @@ func (r *report) write(w io.Writer) {
 			ratio(d.throughput, n.throughput), ms(n.p50), ms(d.p50), ms(n.p99), ms(d.p99), n.failed+d.failed)
 	}
 	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load.")
-	if len(r.failures) > 0 {
-		fmt.Fprintln(w, "\n### Phases that failed")
-		for _, f := range r.failures {
-			fmt.Fprintf(w, "\n- %s\n", f)
-		}
-	}
 }
 
 func signedMS(d time.Duration) string {
