@@ -28,17 +28,28 @@ import (
 )
 
 // Namespaces of the harness. A namespace's label webhookLabel routes its
-// DaemonSets to one webhook (or none), so that the three modes share one API
-// server and one run.
+// DaemonSets to one webhook (or none), and the generated
+// ValidatingAdmissionPolicies judge only nsVAP and nsVAPWebhook, so that
+// every mode shares one API server and one run.
 const (
 	ownNamespace = "dsguard-system"
 	webhookLabel = "load.dsguard.io/webhook"
 	nsNone       = "load-none"
 	nsNoop       = "load-noop"
 	nsDsguard    = "load-dsguard"
+	nsVAP        = "load-vap"
+	nsVAPWebhook = "load-vap-webhook"
 	nsChurn      = "load-churn"
 	nsProbe      = "load-probe"
 	daemonSetURL = "/validate-daemonset"
+)
+
+// The webhooks' names in the ValidatingWebhookConfigurations, and the values
+// of webhookLabel that route to them.
+const (
+	hookNoop       = "noop"
+	hookDsguard    = "dsguard"
+	hookVAPWebhook = "dsguard-vap"
 )
 
 // environment is the running control plane, fleet and webhooks.
@@ -50,6 +61,9 @@ type environment struct {
 	fleet   *fleet
 	dsguard *process
 	noop    *process
+	// vapWebhook is `dsguard serve --mode vap+webhook`, started for the
+	// create phase only (see startVAPWebhook).
+	vapWebhook *process
 	// dsguardURL and noopURL are the webhooks' DaemonSet endpoints;
 	// tlsConfig trusts their serving certificate.
 	dsguardURL, noopURL string
@@ -58,6 +72,9 @@ type environment struct {
 	dsguardPprof, noopPprof string
 	tlsConfig               *tls.Config
 	setup                   setupFigures
+	// What startVAPWebhook needs besides.
+	bin, kubeconfig, host, certDir string
+	caBundle                       []byte
 }
 
 // setupFigures describe how the fleet was built.
@@ -155,6 +172,7 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	pool.AppendCertsFromPEM(wio.LocalServingCAData)
 	e.tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	host := wio.LocalServingHost
+	e.bin, e.kubeconfig, e.host, e.certDir, e.caBundle = bin, kubeconfig, host, wio.LocalServingCertDir, wio.LocalServingCAData
 
 	logf("starting dsguard serve")
 	healthPort, err := framework.FreePort()
@@ -210,7 +228,15 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err = e.noop.waitHTTP(ctx, strings.TrimSuffix(e.noopURL, daemonSetURL)+noopReadyPath, e.tlsConfig, time.Minute); err != nil {
 		return nil, err
 	}
-	if err = e.installWebhooks(ctx, wio.LocalServingCAData); err != nil {
+	if err = e.installWebhooks(ctx, map[string]string{hookNoop: e.noopURL, hookDsguard: e.dsguardURL}); err != nil {
+		return nil, err
+	}
+	// The no-op webhook warns for the DaemonSet named pingName only;
+	// dsguard warns for any DaemonSet without a readiness probe.
+	if err = waitWarning(ctx, e.kube, nsNoop, noopWarning); err != nil {
+		return nil, err
+	}
+	if err = waitWarning(ctx, e.kube, nsDsguard, "readiness-probe"); err != nil {
 		return nil, err
 	}
 	logf("webhooks installed and answering")
@@ -230,10 +256,10 @@ func pprofAddresses() (dsguard, noop string, err error) {
 }
 
 func (e *environment) createNamespaces(ctx context.Context) error {
-	namespaces := map[string]string{ownNamespace: "", nsNone: "", nsNoop: "noop", nsDsguard: "dsguard",
-		nsChurn: "dsguard", nsProbe: "dsguard"}
+	namespaces := map[string]string{ownNamespace: "", nsNone: "", nsNoop: hookNoop, nsDsguard: hookDsguard,
+		nsVAP: "", nsVAPWebhook: hookVAPWebhook, nsChurn: hookDsguard, nsProbe: hookDsguard}
 	for i := range backgroundNamespaces {
-		namespaces[backgroundNamespace(i)] = "dsguard"
+		namespaces[backgroundNamespace(i)] = hookDsguard
 	}
 	for name, hook := range namespaces {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -269,56 +295,150 @@ func (e *environment) createBackgroundDaemonSets(ctx context.Context, n int) err
 	})
 }
 
-// installWebhooks points one ValidatingWebhookConfiguration at each webhook,
-// each matching DaemonSets in the namespaces labelled for it, and waits until
-// the API server calls both.
-func (e *environment) installWebhooks(ctx context.Context, caBundle []byte) error {
-	for _, h := range []struct{ name, url string }{{"noop", e.noopURL}, {"dsguard", e.dsguardURL}} {
+// installWebhooks points one ValidatingWebhookConfiguration at each webhook
+// (by the name its namespaces carry in webhookLabel), each matching
+// DaemonSets in the namespaces labelled for it.
+func (e *environment) installWebhooks(ctx context.Context, urls map[string]string) error {
+	for name, url := range urls {
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
-			ObjectMeta: metav1.ObjectMeta{Name: "load-" + h.name},
+			ObjectMeta: metav1.ObjectMeta{Name: "load-" + name},
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-				Name:                    h.name + ".load.dsguard.io",
+				Name:                    name + ".load.dsguard.io",
 				AdmissionReviewVersions: []string{"v1"},
 				SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 				MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 				FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 				TimeoutSeconds:          ptr.To[int32](10),
-				ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(h.url), CABundle: caBundle},
+				ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: e.caBundle},
 				Rules: []admissionregistrationv1.RuleWithOperations{{
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"},
 						Resources: []string{"daemonsets"}, Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
 				}},
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{webhookLabel: h.name}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{webhookLabel: name}},
 			}},
 		}
 		if _, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	// The no-op webhook warns for the DaemonSet named pingName only;
-	// dsguard warns for any DaemonSet without a readiness probe.
-	for _, w := range []struct{ ns, want string }{{nsNoop, noopWarning}, {nsDsguard, "readiness-probe"}} {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			ds := daemonSet(pingName)
-			ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
-			warnings, err := dryRunCreate(ctx, e.kube, w.ns, ds)
-			if err == nil && strings.Contains(strings.Join(warnings, "\n"), w.want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("the API server does not call the webhook of namespace %s (last: %v %v)", w.ns, err, warnings)
-			}
-			time.Sleep(200 * time.Millisecond)
+	return nil
+}
+
+// waitWarning dry-runs a DaemonSet without a readiness probe, named
+// pingName, in namespace ns until a warning contains want: then whatever
+// gives that warning (a webhook, a policy) is in force.
+func waitWarning(ctx context.Context, kube *kubernetes.Clientset, ns, want string) error {
+	return retryMinute(ctx, func() error {
+		ds := daemonSet(pingName)
+		ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
+		warnings, err := dryRunCreate(ctx, kube, ns, ds)
+		if err == nil && !strings.Contains(strings.Join(warnings, "\n"), want) {
+			err = fmt.Errorf("no warning with %q among %q", want, warnings)
+		}
+		return err
+	})
+}
+
+// retryMinute calls try until it succeeds, for a minute at most.
+func retryMinute(ctx context.Context, try func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still failing after a minute: %w", err)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
 		}
 	}
-	return nil
+}
+
+// startVAPWebhook starts `dsguard serve --mode vap+webhook` beside the
+// webhook-mode dsguard, as a second replica would run: it shares the
+// auditor's Lease (so the first one keeps auditing alone), applies the
+// generated ValidatingAdmissionPolicies, made to judge nsVAP and
+// nsVAPWebhook only, and serves the node-aware rules to nsVAPWebhook. The
+// policies are those `dsguard serve --mode vap` applies (the mode changes
+// only what the webhook judges), so nsVAP measures vap mode. It waits until
+// the API server enforces both and returns a function that stops the
+// process and deletes the policies.
+func (e *environment) startVAPWebhook(ctx context.Context) (stop func(context.Context) error, err error) {
+	ports := make([]int, 2)
+	for i := range ports {
+		if ports[i], err = framework.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	excluded := []string{nsNone, nsNoop, nsDsguard, nsChurn, nsProbe}
+	for i := range backgroundNamespaces {
+		excluded = append(excluded, backgroundNamespace(i))
+	}
+	p, err := startProcess(e.dir, "dsguard-vap-webhook", nil, e.bin, "serve", "--mode", "vap+webhook",
+		"--excluded-namespaces", strings.Join(excluded, ","),
+		"--kubeconfig", e.kubeconfig, "--namespace", ownNamespace,
+		"--host", e.host, "--port", strconv.Itoa(ports[0]), "--cert-dir", e.certDir,
+		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
+		"--metrics-bind-address", "0", "--shutdown-timeout", "5s")
+	if err != nil {
+		return nil, err
+	}
+	e.vapWebhook = p
+	cleanup := func(ctx context.Context) error {
+		e.vapWebhook = nil
+		errs := []error{p.stop(),
+			e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "load-"+hookVAPWebhook, metav1.DeleteOptions{})}
+		if apierrors.IsNotFound(errs[1]) {
+			errs[1] = nil // stopped before the webhook was installed
+		}
+		sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=dsguard"}
+		errs = append(errs,
+			e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, sel),
+			e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			_ = cleanup(context.WithoutCancel(ctx))
+		}
+	}()
+	if err = p.waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), nil, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	url := "https://" + net.JoinHostPort(e.host, strconv.Itoa(ports[0])) + daemonSetURL
+	if err = e.installWebhooks(ctx, map[string]string{hookVAPWebhook: url}); err != nil {
+		return nil, err
+	}
+	// The readiness-probe warning comes from a generated policy in both
+	// namespaces (the vap+webhook webhook leaves that rule to it).
+	for _, ns := range []string{nsVAP, nsVAPWebhook} {
+		if err = waitWarning(ctx, e.kube, ns, "readiness-probe"); err != nil {
+			return nil, fmt.Errorf("the generated policies do not judge namespace %s: %w", ns, err)
+		}
+	}
+	// A DaemonSet that selects a tainted pool without tolerating its taint
+	// runs nowhere: node-coverage, which only the webhook judges, denies it.
+	err = retryMinute(ctx, func() error {
+		ds := daemonSet(pingName)
+		ds.Spec.Template.Spec.NodeSelector = map[string]string{poolLabel: "gpu"}
+		_, err := dryRunCreate(ctx, e.kube, nsVAPWebhook, ds)
+		if err == nil || !strings.Contains(err.Error(), hookVAPWebhook+".load.dsguard.io") {
+			return fmt.Errorf("no deny from the vap+webhook webhook for a DaemonSet that runs on no node: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cleanup, nil
 }
 
 func (e *environment) stop() error {
 	var errs []error
-	for _, p := range []*process{e.dsguard, e.noop} {
+	for _, p := range []*process{e.dsguard, e.noop, e.vapWebhook} {
 		if p != nil {
 			if err := p.stop(); err != nil {
 				errs = append(errs, err)
