@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 	"github.com/dsguard/dsguard/vap/vaptest"
@@ -54,8 +55,13 @@ func subjects(t testing.TB, n int) []subject {
 		}
 		out = append(out, subject{strings.TrimPrefix(f, "../"), ds})
 	}
+	namesModelNode := false
 	for _, ds := range vaptest.Generate(7, n) {
 		out = append(out, subject{ds.Name, ds})
+		namesModelNode = namesModelNode || ds.Spec.Template.Spec.NodeName == coverage.ModelNodeName
+	}
+	if n >= 60 && !namesModelNode {
+		t.Errorf("no generated DaemonSet names the model node %q: vaptest's copy of the name is out of date", coverage.ModelNodeName)
 	}
 	return out
 }

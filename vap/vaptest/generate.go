@@ -20,6 +20,11 @@ import (
 
 const controlPlaneKey = "node-role.kubernetes.io/control-plane"
 
+// modelNodeName is coverage.ModelNodeName, the name and hostname of the
+// model tainted nodes (this package imports nothing of dsguard; the vap
+// tests check that the two agree).
+const modelNodeName = "model-control-plane"
+
 var images = []string{
 	"nginx", "nginx:latest", "nginx:1.27.3", "registry.local:5000/agent", "registry.local:5000/agent:v2",
 	"registry.local:5000/agent:latest", "ghcr.io/org/team/agent:", "ghcr.io/org/agent@sha256:" + sha,
@@ -47,6 +52,8 @@ var nodeSelectors = []map[string]string{
 	{controlPlaneKey: ""},
 	{"dsguard.io/pool": "gpu"},
 	{corev1.LabelOSStable: "linux", "dsguard.io/pool": "infra"},
+	{corev1.LabelOSStable: "windows"},
+	{corev1.LabelHostname: modelNodeName},
 }
 
 func requirement(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
@@ -67,6 +74,21 @@ var affinityTerms = [][]corev1.NodeSelectorTerm{
 	{
 		{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("dsguard.io/pool", corev1.NodeSelectorOpIn, "gpu")}},
 		{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("dsguard.io/pool", corev1.NodeSelectorOpIn, "infra")}},
+	},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement(corev1.LabelHostname, corev1.NodeSelectorOpExists)}}},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("dsguard.io/pool", corev1.NodeSelectorOpDoesNotExist)}}},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "windows")}}},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement(corev1.LabelArchStable, corev1.NodeSelectorOpNotIn, "amd64")}}},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("dsguard.io/rack", corev1.NodeSelectorOpGt, "3")}}},
+	{{MatchExpressions: []corev1.NodeSelectorRequirement{requirement("dsguard.io/rack", corev1.NodeSelectorOpLt, "not-a-number")}}},
+	{{MatchFields: []corev1.NodeSelectorRequirement{requirement("metadata.name", corev1.NodeSelectorOpNotIn, "worker-1")}}},
+	{{MatchFields: []corev1.NodeSelectorRequirement{requirement("metadata.name", corev1.NodeSelectorOpIn, modelNodeName)}}},
+	{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{
+			requirement(corev1.LabelOSStable, corev1.NodeSelectorOpIn, "linux"),
+			requirement(controlPlaneKey, corev1.NodeSelectorOpDoesNotExist),
+		}},
+		{MatchFields: []corev1.NodeSelectorRequirement{requirement("metadata.name", corev1.NodeSelectorOpIn, "worker-2")}},
 	},
 }
 
@@ -140,8 +162,11 @@ func (g *gen) daemonSet(i int) *appsv1.DaemonSet {
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 	}
-	if g.chance(0.05) {
+	switch g.r.IntN(20) {
+	case 0:
 		spec.NodeName = "worker-1"
+	case 1:
+		spec.NodeName = modelNodeName
 	}
 	var mounts []string
 	for j := range g.r.IntN(3) {
@@ -204,15 +229,4 @@ func Generate(seed uint64, n int) []*appsv1.DaemonSet {
 		out[i] = g.daemonSet(i)
 	}
 	return out
-}
-
-// NarrowsPlacement reports whether a DaemonSet's template selects nodes at
-// all: a nodeSelector (even on OS or architecture alone) or a required node
-// affinity. The webhook judges such placements against the live (or model)
-// control-plane nodes, which the generated CEL does not do, so the
-// comparisons leave them out.
-func NarrowsPlacement(ds *appsv1.DaemonSet) bool {
-	spec := &ds.Spec.Template.Spec
-	return len(spec.NodeSelector) > 0 || spec.Affinity != nil && spec.Affinity.NodeAffinity != nil &&
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil
 }

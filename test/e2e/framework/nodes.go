@@ -3,12 +3,17 @@ package framework
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
 // Node describes a node to create.
 type Node struct {
-	Name   string
+	Name string
+	// Labels are added to kubernetes.io/hostname (the name),
+	// kubernetes.io/os (linux) and kubernetes.io/arch (amd64), and replace
+	// them where they name the same key.
 	Labels map[string]string
 	// Taints in kubectl's form, e.g. "node-role.kubernetes.io/control-plane:NoSchedule".
 	Taints []string
@@ -35,9 +40,11 @@ func (c *Cluster) CreateNodes(ctx context.Context, nodes []Node) error {
 	var b strings.Builder
 	for _, n := range nodes {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n", n.Name)
-		fmt.Fprintf(&b, "    kubernetes.io/hostname: %s\n    kubernetes.io/os: linux\n    kubernetes.io/arch: amd64\n", n.Name)
-		for k, v := range n.Labels {
-			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		// The kubelet's labels, unless the node sets its own.
+		labels := map[string]string{"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+		maps.Copy(labels, n.Labels)
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, labels[k])
 		}
 	}
 	if r := c.Kubectl(ctx, b.String(), "create", "-f", "-"); r.Err != nil {

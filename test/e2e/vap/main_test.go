@@ -5,6 +5,7 @@ package vap
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -15,7 +16,12 @@ import (
 var cluster *framework.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunSuite(m, "vap", framework.Options{Nodes: framework.SmallCluster},
+	nodes, err := suiteNodes()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vap:", err)
+		os.Exit(1)
+	}
+	os.Exit(framework.RunSuite(m, "vap", framework.Options{Nodes: nodes},
 		func(ctx context.Context, s *framework.Suite) (err error) {
 			cluster = s.Cluster
 			savedWebhooks, err = saveWebhookConfiguration(ctx)
