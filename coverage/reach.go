@@ -1,6 +1,8 @@
 package coverage
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
@@ -124,9 +126,39 @@ const ModelNodeName = "model-control-plane"
 // taint usually are), and for the control-plane taint the control-plane
 // role label. A placement that reaches none of them excludes such nodes;
 // NotIn or DoesNotExist of an unrelated label, or hostname Exists, reaches
-// them.
+// them. The nodes are shared between callers (a policy names a few taints
+// and every admission asks): read them, never change them.
 func ModelTaintedNodes(key, value string) []*corev1.Node {
-	var out []*corev1.Node
+	k := modelKey{key, value}
+	models.RLock()
+	out, ok := models.nodes[k]
+	models.RUnlock()
+	if ok {
+		return out
+	}
+	out = newModelTaintedNodes(key, value)
+	models.Lock()
+	defer models.Unlock()
+	if len(models.nodes) < maxModels {
+		models.nodes[k] = out
+	}
+	return out
+}
+
+type modelKey struct{ key, value string }
+
+// models keeps the model nodes of the taints asked about, up to maxModels
+// of them (taints come from policies, so a handful; the bound only keeps a
+// stream of distinct policies from growing it without end).
+var models = struct {
+	sync.RWMutex
+	nodes map[modelKey][]*corev1.Node
+}{nodes: map[modelKey][]*corev1.Node{}}
+
+const maxModels = 64
+
+func newModelTaintedNodes(key, value string) []*corev1.Node {
+	out := make([]*corev1.Node, 0, 2)
 	for _, arch := range []string{"amd64", "arm64"} {
 		labels := map[string]string{
 			corev1.LabelOSStable:      "linux",

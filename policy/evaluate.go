@@ -116,6 +116,10 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 				f.ExemptionExpires = exemption.Expires
 			}
 		}
+		if out == nil {
+			// Room for a typical verdict's findings in one allocation.
+			out = make([]Finding, 0, max(len(fs), 8))
+		}
 		out = append(out, fs...)
 	}
 	SortFindings(out)

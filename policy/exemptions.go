@@ -82,12 +82,20 @@ func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
 // takes effect; when it does not, problem says why ("" when there is no
 // exemption annotation at all).
 func (env *Env) Exemption(ds *appsv1.DaemonSet, id string) (e Exemption, problem string, active bool) {
-	key := ExemptionAnnotationPrefix + id
-	value, ok := ds.Annotations[key]
-	if !ok || env.Policy == nil {
+	if env.Policy == nil {
 		return Exemption{}, "", false
 	}
 	rs, known := env.Policy.byID[id]
+	var key string
+	if known && rs.rule.exemptionKey != "" {
+		key = rs.rule.exemptionKey // built once: asked for every rule with findings
+	} else {
+		key = ExemptionAnnotationPrefix + id
+	}
+	value, ok := ds.Annotations[key]
+	if !ok {
+		return Exemption{}, "", false
+	}
 	switch {
 	case !known:
 		return Exemption{}, fmt.Sprintf("exemption names unknown rule %q, so it exempts nothing", id), false

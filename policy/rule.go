@@ -37,6 +37,8 @@ type Rule struct {
 	// reportedTaints, when set, returns the taints whose skipped nodes the
 	// rule's own findings already name for ds; see Env.ReportedTaints.
 	reportedTaints func(ds *appsv1.DaemonSet, params any) []corev1.Taint
+	// exemptionKey is ExemptionAnnotationPrefix + ID.
+	exemptionKey string
 }
 
 // ParamDoc documents one rule parameter.
@@ -57,6 +59,7 @@ func NewRule[P any](r Rule, defaults func() P, check func(ds *appsv1.DaemonSet, 
 	r.check = func(ds *appsv1.DaemonSet, env *Env, params any) []Finding {
 		return check(ds, env, params.(*P))
 	}
+	r.exemptionKey = ExemptionAnnotationPrefix + r.ID
 	action := r.DefaultAction
 	r.newConfig = func() ruleConfig {
 		c := &RuleConfig[P]{RuleOptions: RuleOptions{Action: action}}

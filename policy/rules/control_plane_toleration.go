@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -30,9 +29,32 @@ type TaintConfig struct {
 }
 
 // String is the taint as kubectl writes it: key[=value]:effect.
-func (t TaintConfig) String() string {
-	taint := t.taint()
-	return taint.ToString()
+func (t TaintConfig) String() string { return taintList([]TaintConfig{t}) }
+
+// taintList writes taints as String does, separated by commas, in one
+// allocation (corev1.Taint's ToString is one fmt.Sprintf per taint).
+func taintList(taints []TaintConfig) string {
+	n := 0
+	for _, t := range taints {
+		n += len(t.Key) + len("=") + len(t.Value) + len(":") + len(t.Effect) + len(", ")
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, t := range taints {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Key)
+		if t.Value != "" {
+			b.WriteByte('=')
+			b.WriteString(t.Value)
+		}
+		if t.Value != "" || t.Effect != "" {
+			b.WriteByte(':')
+			b.WriteString(string(t.Effect))
+		}
+	}
+	return b.String()
 }
 
 // taint is the configured taint as a Kubernetes taint; an empty value
@@ -100,47 +122,47 @@ var controlPlaneTolerationRule = policy.WithReportedTaints(policy.NewRule(policy
 }, defaultControlPlaneTolerationParams, checkControlPlaneToleration), reportedTaints)
 
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *ControlPlaneTolerationParams) []policy.Finding {
-	var untolerated []TaintConfig
-	for _, t := range untoleratedTaints(&ds.Spec.Template.Spec, p) {
+	// A policy names a taint or two: they fit on the stack.
+	var buf [4]TaintConfig
+	untolerated := untoleratedTaints(buf[:0], &ds.Spec.Template.Spec, p)
+	aimed := untolerated[:0]
+	for _, t := range untolerated {
 		if aimsAt(ds, t, env) {
-			untolerated = append(untolerated, t)
+			aimed = append(aimed, t)
 		}
 	}
-	if len(untolerated) == 0 {
+	if len(aimed) == 0 {
 		return nil
 	}
-	missing := make([]string, len(untolerated))
 	present := env.Nodes == nil // offline, assume the taints exist
-	for i, t := range untolerated {
-		missing[i] = t.String()
+	for _, t := range aimed {
 		present = present || env.Nodes.HasTaint(t.Key, t.Value, t.Effect)
 	}
-	skips := "skips every node with that taint"
-	if cov := env.Coverage(ds); cov != nil {
-		if names, n := nodesSkippedFor(cov, untolerated, nodesNamed); n > 0 {
-			skips = "skips " + env.DescribeNodes(names, n, nodesNamed) + " (" + ofNodes(n, cov.Total) + ")"
-		}
-	}
 	f := policy.Finding{
-		Field: tolerationsPath,
-		Message: fmt.Sprintf("no toleration for %s: %s, unseen in desiredNumberScheduled",
-			strings.Join(missing, ", "), skips),
-		Remediation: fmt.Sprintf("add to spec.template.spec.tolerations: %s", tolerationHint(untolerated)),
+		Field:       tolerationsPath,
+		Remediation: tolerationHint(aimed),
 	}
 	if !present {
 		// A managed control plane has no such nodes: nothing is skipped
 		// today, so this is advice, never a deny.
 		f.Action = policy.ActionWarn
-		f.Message = fmt.Sprintf("no toleration for %s: no node carries it today, but such nodes would be skipped",
-			strings.Join(missing, ", "))
+		f.Message = sprintf("no toleration for %s: no node carries it today, but such nodes would be skipped",
+			taintList(aimed))
+		return []policy.Finding{f}
 	}
+	skips := "skips every node with that taint"
+	if cov := env.Coverage(ds); cov != nil {
+		if names, n := nodesSkippedFor(cov, aimed, nodesNamed); n > 0 {
+			skips = "skips " + env.DescribeNodes(names, n, nodesNamed) + " (" + ofNodes(n, cov.Total) + ")"
+		}
+	}
+	f.Message = sprintf("no toleration for %s: %s, unseen in desiredNumberScheduled", taintList(aimed), skips)
 	return []policy.Finding{f}
 }
 
-// untoleratedTaints returns the configured taints a daemon Pod of spec would
-// not tolerate.
-func untoleratedTaints(spec *corev1.PodSpec, p *ControlPlaneTolerationParams) []TaintConfig {
-	var out []TaintConfig
+// untoleratedTaints appends to out the configured taints a daemon Pod of
+// spec would not tolerate.
+func untoleratedTaints(out []TaintConfig, spec *corev1.PodSpec, p *ControlPlaneTolerationParams) []TaintConfig {
 	for _, t := range p.Taints {
 		taint := t.taint()
 		if !coverage.ToleratedByDaemonPod(spec, &taint) {
@@ -188,7 +210,7 @@ func nodesSkippedFor(cov *coverage.Coverage, taints []TaintConfig, limit int) ([
 func reportedTaints(ds *appsv1.DaemonSet, p *ControlPlaneTolerationParams) []corev1.Taint {
 	// A taint the placement does not aim at has no skipped nodes to report
 	// twice, so every untolerated taint can be claimed.
-	return taintsOf(untoleratedTaints(&ds.Spec.Template.Spec, p))
+	return taintsOf(untoleratedTaints(nil, &ds.Spec.Template.Spec, p))
 }
 
 // taintsOf turns configured taints into patterns for MatchesAnyTaint (an
@@ -201,11 +223,30 @@ func taintsOf(taints []TaintConfig) []corev1.Taint {
 	return out
 }
 
-// tolerationHint is the toleration to add for each untolerated taint.
+// tolerationHint is the remediation: the toleration to add for each
+// untolerated taint.
 func tolerationHint(untolerated []TaintConfig) string {
-	parts := make([]string, len(untolerated))
-	for i, t := range untolerated {
-		parts[i] = fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect)
+	const (
+		prefix = "add to spec.template.spec.tolerations: "
+		key    = "{key: "
+		effect = ", operator: Exists, effect: "
+	)
+	n := len(prefix)
+	for _, t := range untolerated {
+		n += len(key) + len(t.Key) + len(effect) + len(t.Effect) + len("}, ")
 	}
-	return strings.Join(parts, ", ")
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(prefix)
+	for i, t := range untolerated {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(key)
+		b.WriteString(t.Key)
+		b.WriteString(effect)
+		b.WriteString(string(t.Effect))
+		b.WriteByte('}')
+	}
+	return b.String()
 }

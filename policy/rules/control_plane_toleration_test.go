@@ -433,3 +433,30 @@ func TestNodesSkippedFor(t *testing.T) {
 		}
 	}
 }
+
+// TestTaintList: taints are written as Kubernetes writes them (Taint's
+// ToString), with or without a value and effect.
+func TestTaintList(t *testing.T) {
+	taints := []TaintConfig{
+		{Key: cpKey, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoExecute},
+		{Key: "bare"},
+		{Key: "valued", Value: "v"},
+	}
+	var want []string
+	for _, tc := range taints {
+		taint := tc.taint()
+		want = append(want, taint.ToString())
+		if got := tc.String(); got != taint.ToString() {
+			t.Errorf("String() = %q, want %q", got, taint.ToString())
+		}
+	}
+	if got := taintList(taints); got != strings.Join(want, ", ") {
+		t.Errorf("taintList = %q, want %q", got, strings.Join(want, ", "))
+	}
+	if got, want := tolerationHint(taints[:2]), "add to spec.template.spec.tolerations: "+
+		"{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}, "+
+		"{key: dedicated, operator: Exists, effect: NoExecute}"; got != want {
+		t.Errorf("tolerationHint = %q, want %q", got, want)
+	}
+}

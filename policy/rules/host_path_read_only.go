@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"fmt"
 	"path"
 	"strings"
 
@@ -73,10 +72,10 @@ func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *policy.Env, p *HostPathReadO
 					continue
 				}
 				out = append(out, policy.Finding{
-					Field: list.path(i).Child("volumeMounts").Index(j).Child("readOnly"),
-					Message: fmt.Sprintf("%s %q mounts hostPath %s writable on every node it covers",
+					Field: list.mountReadOnlyPath(i, j),
+					Message: sprintf("%s %q mounts hostPath %s writable on every node it covers",
 						list.noun(&c), c.Name, hp.Path),
-					Remediation: fmt.Sprintf("set readOnly: true on the %q mount of %s %q.", m.Name, list.noun(&c), c.Name),
+					Remediation: sprintf("set readOnly: true on the %q mount of %s %q.", m.Name, list.noun(&c), c.Name),
 				})
 			}
 		}

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,9 +40,9 @@ func checkImagePinned(ds *appsv1.DaemonSet, _ *policy.Env, p *ImagePinnedParams)
 				continue
 			}
 			out = append(out, policy.Finding{
-				Field:       list.path(i).Child("image"),
-				Message:     fmt.Sprintf("%s %q image %q %s: nodes may run different builds", list.noun(&c), c.Name, c.Image, problem),
-				Remediation: fmt.Sprintf("pin %s %q to a version tag or a digest.", list.noun(&c), c.Name),
+				Field:       list.fieldPath(i, fieldImage),
+				Message:     sprintf("%s %q image %q %s: nodes may run different builds", list.noun(&c), c.Name, c.Image, problem),
+				Remediation: sprintf("pin %s %q to a version tag or a digest.", list.noun(&c), c.Name),
 			})
 		}
 	}

@@ -1,8 +1,6 @@
 package rules
 
 import (
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
@@ -30,9 +28,9 @@ func checkPrivileged(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []
 				continue
 			}
 			out = append(out, policy.Finding{
-				Field:       list.path(i).Child("securityContext", "privileged"),
-				Message:     fmt.Sprintf("%s %q runs privileged on every node it covers", list.noun(&c), c.Name),
-				Remediation: fmt.Sprintf("drop privileged from %s %q and grant only the capabilities it needs.", list.noun(&c), c.Name),
+				Field:       list.fieldPath(i, fieldPrivileged),
+				Message:     sprintf("%s %q runs privileged on every node it covers", list.noun(&c), c.Name),
+				Remediation: sprintf("drop privileged from %s %q and grant only the capabilities it needs.", list.noun(&c), c.Name),
 			})
 		}
 	}

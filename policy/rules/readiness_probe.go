@@ -1,8 +1,6 @@
 package rules
 
 import (
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
@@ -31,10 +29,10 @@ func checkReadinessProbe(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams
 				continue
 			}
 			out = append(out, policy.Finding{
-				Field: list.path(i).Child("readinessProbe"),
-				Message: fmt.Sprintf("%s %q has no readinessProbe: numberReady only means \"started\"",
+				Field: list.fieldPath(i, fieldReadinessProbe),
+				Message: sprintf("%s %q has no readinessProbe: numberReady only means \"started\"",
 					list.noun(&c), c.Name),
-				Remediation: fmt.Sprintf("add a readinessProbe to %s %q.", list.noun(&c), c.Name),
+				Remediation: sprintf("add a readinessProbe to %s %q.", list.noun(&c), c.Name),
 			})
 		}
 	}
