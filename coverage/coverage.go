@@ -357,8 +357,7 @@ func (p *predictor) perNode(s *NodeSnapshot, class *nodeClass, q *identityQuery)
 	// only collects, per group, the members judged one by one, in order.
 	var only map[int][]int32
 	judge := func(i int32) {
-		m := &class.members[i]
-		if g := decide(m.name, m.perNode); g >= 0 {
+		if g := decide(class.members[i].name, class.valuesOf(int(i))); g >= 0 {
 			if only == nil {
 				only = map[int][]int32{}
 			}
@@ -414,11 +413,7 @@ func (q *identityQuery) named(s *NodeSnapshot, class *nodeClass) ([]int32, bool)
 	}
 	for j, vs := range q.values {
 		for _, v := range vs {
-			for _, r := range class.withValue(j, v) {
-				if i, ok := class.find(r.name); ok {
-					out = append(out, int32(i))
-				}
-			}
+			out = append(out, class.withValue(j, v)...)
 		}
 	}
 	slices.Sort(out)

@@ -1,6 +1,7 @@
 package coverage
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -37,15 +38,18 @@ type nodeClass struct {
 	// per-node labels are set per member only when a DaemonSet looks at them.
 	node    corev1.Node
 	members []nodeMember // sorted by name
-	// byValue[j] lists the members that carry perNodeKeys[j], sorted by
-	// value then name: the index per-node selectors are answered from.
-	byValue [][]valueRef
+	// values holds the members' values of NodeSnapshot.perNodeKeys, one
+	// run of len(perNodeKeys) per member in member order (valuesOf): one
+	// array per class rather than a slice per node.
+	values []perNodeValue
+	// byValue[j] lists, as indices into members, the members that carry
+	// perNodeKeys[j], sorted by value then name: the index per-node
+	// selectors are answered from.
+	byValue [][]int32
 }
 
 type nodeMember struct {
 	name string
-	// perNode holds the member's values of NodeSnapshot.perNodeKeys.
-	perNode []perNodeValue
 }
 
 type perNodeValue struct {
@@ -54,7 +58,11 @@ type perNodeValue struct {
 	present bool
 }
 
-type valueRef struct{ value, name string }
+// valuesOf returns member i's values of the per-node keys.
+func (c *nodeClass) valuesOf(i int) []perNodeValue {
+	k := len(c.byValue)
+	return c.values[i*k : (i+1)*k : (i+1)*k]
+}
 
 // A label key is per-node when it has at least this many distinct values and
 // more than one per perNodeRatio nodes: splitting classes by it would make
@@ -97,6 +105,7 @@ func (s *NodeSnapshot) isPerNodeKey(k string) bool {
 func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 	s := &NodeSnapshot{total: len(nodes), perNodeKeys: perNodeKeysOf(nodes)}
 	index := map[string]int{}
+	var byClass [][]*corev1.Node
 	for _, n := range nodes {
 		key := s.classKey(n)
 		i, ok := index[key]
@@ -104,12 +113,20 @@ func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 			i = len(s.classes)
 			index[key] = i
 			s.classes = append(s.classes, s.newClass(key, n))
+			byClass = append(byClass, nil)
 		}
-		c := s.classes[i]
-		c.members = append(c.members, s.memberOf(n))
+		byClass[i] = append(byClass[i], n)
 	}
-	for _, c := range s.classes {
-		slices.SortFunc(c.members, func(a, b nodeMember) int { return strings.Compare(a.name, b.name) })
+	k := len(s.perNodeKeys)
+	for i, c := range s.classes {
+		members := byClass[i]
+		slices.SortFunc(members, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+		c.members = make([]nodeMember, len(members))
+		c.values = make([]perNodeValue, len(members)*k)
+		for m, n := range members {
+			c.members[m].name = n.Name
+			s.readValues(c.values[m*k:(m+1)*k], n)
+		}
 		s.indexValues(c)
 	}
 	return s
@@ -159,34 +176,48 @@ func (s *NodeSnapshot) setMember(node *corev1.Node, name string, values []perNod
 	}
 }
 
-func (s *NodeSnapshot) memberOf(n *corev1.Node) nodeMember {
-	m := nodeMember{name: n.Name, perNode: make([]perNodeValue, len(s.perNodeKeys))}
+// readValues fills values with n's values of the per-node keys.
+func (s *NodeSnapshot) readValues(values []perNodeValue, n *corev1.Node) {
 	for j, k := range s.perNodeKeys {
-		m.perNode[j].value, m.perNode[j].present = n.Labels[k]
+		values[j].value, values[j].present = n.Labels[k]
 	}
-	return m
 }
 
-// indexValues builds c.byValue from c.members.
+// valuesFor returns n's values of the per-node keys.
+func (s *NodeSnapshot) valuesFor(n *corev1.Node) []perNodeValue {
+	values := make([]perNodeValue, len(s.perNodeKeys))
+	s.readValues(values, n)
+	return values
+}
+
+// indexValues builds c.byValue from c.members and c.values.
 func (s *NodeSnapshot) indexValues(c *nodeClass) {
-	c.byValue = make([][]valueRef, len(s.perNodeKeys))
-	for j := range s.perNodeKeys {
-		refs := make([]valueRef, 0, len(c.members))
-		for _, m := range c.members {
-			if m.perNode[j].present {
-				refs = append(refs, valueRef{m.perNode[j].value, m.name})
+	k := len(s.perNodeKeys)
+	c.byValue = make([][]int32, k)
+	for j := range k {
+		idx := make([]int32, 0, len(c.members))
+		for i := range c.members {
+			if c.values[i*k+j].present {
+				idx = append(idx, int32(i))
 			}
 		}
-		slices.SortFunc(refs, compareRefs)
-		c.byValue[j] = refs
+		// Members are in name order: a stable sort by value leaves
+		// those of one value in name order.
+		slices.SortStableFunc(idx, func(a, b int32) int {
+			return strings.Compare(c.values[int(a)*k+j].value, c.values[int(b)*k+j].value)
+		})
+		c.byValue[j] = idx
 	}
 }
 
-func compareRefs(a, b valueRef) int {
-	if c := strings.Compare(a.value, b.value); c != 0 {
-		return c
+// compareAt orders members a and b by their value of per-node key j, then
+// by name (their order in members).
+func (c *nodeClass) compareAt(j int, a, b int32) int {
+	k := len(c.byValue)
+	if x := strings.Compare(c.values[int(a)*k+j].value, c.values[int(b)*k+j].value); x != 0 {
+		return x
 	}
-	return strings.Compare(a.name, b.name)
+	return cmp.Compare(a, b)
 }
 
 // find returns the index of the member named name, and whether it exists.
@@ -194,15 +225,18 @@ func (c *nodeClass) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(c.members, name, func(m nodeMember, n string) int { return strings.Compare(m.name, n) })
 }
 
-// withValue returns the names of the members whose perNodeKeys[j] is value.
-func (c *nodeClass) withValue(j int, value string) []valueRef {
-	refs := c.byValue[j]
-	lo, _ := slices.BinarySearchFunc(refs, value, func(r valueRef, v string) int { return strings.Compare(r.value, v) })
+// withValue returns the indices of the members whose perNodeKeys[j] is
+// value, in name order.
+func (c *nodeClass) withValue(j int, value string) []int32 {
+	idx := c.byValue[j]
+	k := len(c.byValue)
+	valueAt := func(x int) string { return c.values[int(idx[x])*k+j].value }
+	lo, _ := slices.BinarySearchFunc(idx, value, func(i int32, v string) int { return strings.Compare(c.values[int(i)*k+j].value, v) })
 	hi := lo
-	for hi < len(refs) && refs[hi].value == value {
+	for hi < len(idx) && valueAt(hi) == value {
 		hi++
 	}
-	return refs[lo:hi]
+	return idx[lo:hi]
 }
 
 // StripNode returns a copy of n with only what the prediction reads: name,

@@ -14,10 +14,10 @@ import (
 // A NodeSet is for one writer at a time.
 type NodeSet struct {
 	snap *NodeSnapshot
-	// classOf maps each node's name to its class key, index each class key
-	// to its position in snap.classes.
-	classOf map[string]string
-	index   map[string]int
+	// index maps each class key to its position in snap.classes. Which
+	// class a node is in is found by searching the classes (locate): a
+	// map from every node's name would cost more memory than the snapshot.
+	index map[string]int
 	// builtClasses is the class count at the last full build: when changes
 	// multiply the classes (a new label with a value per node), the set is
 	// rebuilt so that the label counts as per-node.
@@ -33,19 +33,27 @@ func NewNodeSet(nodes []*corev1.Node) *NodeSet {
 
 func (s *NodeSet) build(snap *NodeSnapshot) {
 	s.snap = snap
-	s.classOf = make(map[string]string, snap.total)
 	s.index = make(map[string]int, len(snap.classes))
 	for i, c := range snap.classes {
 		s.index[c.key] = i
-		for _, m := range c.members {
-			s.classOf[m.name] = c.key
-		}
 	}
 	s.builtClasses = len(snap.classes)
 }
 
 // Snapshot returns the current snapshot; later changes never modify it.
 func (s *NodeSet) Snapshot() *NodeSnapshot { return s.snap }
+
+// locate returns the class holding the node named name and its position
+// there: a binary search per class, so a change costs O(classes · log
+// nodes), like the copy of the class list it makes anyway.
+func (s *NodeSet) locate(name string) (*nodeClass, int, bool) {
+	for _, c := range s.snap.classes {
+		if i, ok := c.find(name); ok {
+			return c, i, true
+		}
+	}
+	return nil, 0, false
+}
 
 // Apply adds the node or replaces the node of the same name. It returns the
 // classes the node left and joined ("" when it was not there before), and
@@ -54,22 +62,21 @@ func (s *NodeSet) Snapshot() *NodeSnapshot { return s.snap }
 func (s *NodeSet) Apply(n *corev1.Node) (from, to string, changed bool) {
 	snap := s.snap
 	to = snap.classKey(n)
-	member := snap.memberOf(n)
-	from, known := s.classOf[n.Name]
-	if known && from == to {
-		c := snap.classes[s.index[from]]
-		if i, ok := c.find(n.Name); ok && slices.Equal(c.members[i].perNode, member.perNode) {
+	values := snap.valuesFor(n)
+	c, at, known := s.locate(n.Name)
+	if known {
+		from = c.key
+		if from == to && slices.Equal(c.valuesOf(at), values) {
 			return from, to, false
 		}
 	}
 	next := &NodeSnapshot{classes: slices.Clone(snap.classes), total: snap.total, perNodeKeys: snap.perNodeKeys}
 	if known {
-		s.removeMember(next, from, n.Name)
+		s.removeMember(next, from, at)
 	} else {
 		next.total++
 	}
-	s.addMember(next, to, n, member)
-	s.classOf[n.Name] = to
+	s.addMember(next, to, n, values)
 	s.publish(next)
 	return from, to, true
 }
@@ -77,15 +84,14 @@ func (s *NodeSet) Apply(n *corev1.Node) (from, to string, changed bool) {
 // Remove deletes the node named name. It returns the class it left and
 // whether it was there.
 func (s *NodeSet) Remove(name string) (from string, changed bool) {
-	from, known := s.classOf[name]
+	c, at, known := s.locate(name)
 	if !known {
 		return "", false
 	}
 	next := &NodeSnapshot{classes: slices.Clone(s.snap.classes), total: s.snap.total - 1, perNodeKeys: s.snap.perNodeKeys}
-	s.removeMember(next, from, name)
-	delete(s.classOf, name)
+	s.removeMember(next, c.key, at)
 	s.publish(next)
-	return from, true
+	return c.key, true
 }
 
 // ClassNode returns the node the class with this key stands for (its shared
@@ -98,13 +104,11 @@ func (s *NodeSet) ClassNode(key string) *corev1.Node {
 	return nil
 }
 
-func (s *NodeSet) removeMember(next *NodeSnapshot, key, name string) {
+// removeMember replaces the class with this key by a copy without its
+// member at position at.
+func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
 	i := s.index[key]
 	old := next.classes[i]
-	at, ok := old.find(name)
-	if !ok {
-		return
-	}
 	if len(old.members) == 1 {
 		// The class is gone: the last class takes its place.
 		last := len(next.classes) - 1
@@ -117,25 +121,36 @@ func (s *NodeSet) removeMember(next *NodeSnapshot, key, name string) {
 		}
 		return
 	}
-	c := &nodeClass{key: old.key, node: old.node, members: slices.Delete(slices.Clone(old.members), at, at+1)}
-	c.byValue = make([][]valueRef, len(old.byValue))
-	for j, refs := range old.byValue {
-		m := old.members[at]
-		if !m.perNode[j].present {
-			c.byValue[j] = refs
-			continue
+	k := len(old.byValue)
+	c := &nodeClass{key: old.key, node: old.node,
+		members: slices.Delete(slices.Clone(old.members), at, at+1),
+		values:  slices.Delete(slices.Clone(old.values), at*k, (at+1)*k),
+		byValue: make([][]int32, k),
+	}
+	for j, idx := range old.byValue {
+		out := make([]int32, 0, len(idx))
+		for _, m := range idx {
+			switch {
+			case int(m) < at:
+				out = append(out, m)
+			case int(m) > at:
+				out = append(out, m-1)
+			}
 		}
-		k, _ := slices.BinarySearchFunc(refs, valueRef{m.perNode[j].value, name}, compareRefs)
-		c.byValue[j] = slices.Delete(slices.Clone(refs), k, k+1)
+		c.byValue[j] = out
 	}
 	next.classes[i] = c
 }
 
-func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, m nodeMember) {
+// addMember replaces the class with this key by a copy with n as a member
+// (values its per-node values), or adds the class.
+func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, values []perNodeValue) {
+	m := nodeMember{name: n.Name}
 	i, ok := s.index[key]
 	if !ok {
 		c := next.newClass(key, n)
 		c.members = []nodeMember{m}
+		c.values = values
 		next.indexValues(c)
 		s.index[key] = len(next.classes)
 		next.classes = append(next.classes, c)
@@ -143,16 +158,25 @@ func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, m no
 	}
 	old := next.classes[i]
 	at, _ := old.find(m.name)
-	c := &nodeClass{key: old.key, node: old.node, members: slices.Insert(slices.Clone(old.members), at, m)}
-	c.byValue = make([][]valueRef, len(old.byValue))
-	for j, refs := range old.byValue {
-		if !m.perNode[j].present {
-			c.byValue[j] = refs
-			continue
+	k := len(old.byValue)
+	c := &nodeClass{key: old.key, node: old.node,
+		members: slices.Insert(slices.Clone(old.members), at, m),
+		values:  slices.Insert(slices.Clone(old.values), at*k, values...),
+		byValue: make([][]int32, k),
+	}
+	for j, idx := range old.byValue {
+		out := make([]int32, len(idx), len(idx)+1)
+		for x, m := range idx {
+			if int(m) >= at {
+				m++
+			}
+			out[x] = m
 		}
-		ref := valueRef{m.perNode[j].value, m.name}
-		k, _ := slices.BinarySearchFunc(refs, ref, compareRefs)
-		c.byValue[j] = slices.Insert(slices.Clone(refs), k, ref)
+		if values[j].present {
+			pos, _ := slices.BinarySearchFunc(out, int32(at), func(e, t int32) int { return c.compareAt(j, e, t) })
+			out = slices.Insert(out, pos, int32(at))
+		}
+		c.byValue[j] = out
 	}
 	next.classes[i] = c
 }
@@ -169,9 +193,9 @@ func (s *NodeSet) publish(next *NodeSnapshot) {
 func (s *NodeSnapshot) nodes() []*corev1.Node {
 	out := make([]*corev1.Node, 0, s.total)
 	for _, c := range s.classes {
-		for _, m := range c.members {
+		for i, m := range c.members {
 			n := s.memberNode(c, nil)
-			s.setMember(&n, m.name, m.perNode)
+			s.setMember(&n, m.name, c.valuesOf(i))
 			out = append(out, &n)
 		}
 	}

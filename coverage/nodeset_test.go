@@ -197,6 +197,7 @@ func TestNodeSet_ChangesMatchARebuild(t *testing.T) {
 			}
 			if step%50 == 0 {
 				old = append(old, held{set.Snapshot(), nodeList(live)})
+				assertIndexed(t, fmt.Sprintf("seed %d step %d", seed, step), set.Snapshot())
 			}
 		}
 		nodes := nodeList(live)
@@ -214,6 +215,29 @@ func TestNodeSet_ChangesMatchARebuild(t *testing.T) {
 			for k, h := range old {
 				assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, snapshot %d held", seed, i, k),
 					Predict(ds, h.snap), referenceCoverage(ds, h.nodes))
+			}
+		}
+	}
+}
+
+// assertIndexed checks each class's per-node index: every member carrying a
+// per-node key once, in value then name order.
+func assertIndexed(t *testing.T, what string, snap *NodeSnapshot) {
+	t.Helper()
+	for _, c := range snap.classes {
+		if len(c.values) != len(c.members)*len(snap.perNodeKeys) || len(c.byValue) != len(snap.perNodeKeys) {
+			t.Fatalf("%s: class with %d members holds %d values and %d indices", what, len(c.members), len(c.values), len(c.byValue))
+		}
+		for j, idx := range c.byValue {
+			var want []int32
+			for i := range c.members {
+				if c.valuesOf(i)[j].present {
+					want = append(want, int32(i))
+				}
+			}
+			slices.SortStableFunc(want, func(a, b int32) int { return cmpString(c.valuesOf(int(a))[j].value, c.valuesOf(int(b))[j].value) })
+			if !slices.Equal(idx, want) {
+				t.Fatalf("%s: index of key %s = %v, want %v", what, snap.perNodeKeys[j], idx, want)
 			}
 		}
 	}

@@ -78,11 +78,11 @@ func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, eff
 		}
 		node := s.memberNode(class, labels)
 		labels = node.Labels
-		for _, m := range class.members {
+		for i, m := range class.members {
 			if spec.NodeName != "" && spec.NodeName != m.name {
 				continue
 			}
-			s.setMember(&node, m.name, m.perNode)
+			s.setMember(&node, m.name, class.valuesOf(i))
 			if ok, _ := affinity.Match(&node); ok {
 				return true
 			}
