@@ -114,8 +114,8 @@ docker-image: ## Build the same image with a Docker engine (Dockerfile)
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
 
 .PHONY: bench-check-memory
-bench-check-memory: ## Peak RSS of dsguard check on a generated manifest of MB megabytes (default 50)
-	hack/check-memory.sh $${MB:-50}
+bench-check-memory: ## Peak RSS of dsguard check on a generated manifest of MB megabytes (default 50), per output FORMAT (default all)
+	hack/check-memory.sh $${MB:-50} $(FORMAT)
 
 # GoReleaser and the SBOM tool, built from the Go module proxy into the per-user cache, keyed by version.
 RELEASE_TOOLS ?= $(or $(DSGUARD_CACHE),$(HOME)/.cache/dsguard)/release-tools

@@ -12,48 +12,46 @@ import (
 // ::error annotation per deny finding and a ::warning per warn finding, at the
 // file and line of the field, so they show on the pull request's diff; an
 // ::error per unreadable document; the summary as a plain line.
-func WriteGitHub(w io.Writer, r *Results) error {
-	stream := GitHubStream(w)
-	for i := range r.Results {
-		if err := stream(&r.Results[i]); err != nil {
-			return err
+func WriteGitHub(w io.Writer, r *Results) error { return writeAll(NewGitHubWriter(w), r) }
+
+// NewGitHubWriter returns a Writer of WriteGitHub's commands that prints
+// each DaemonSet's annotations as it is judged.
+func NewGitHubWriter(w io.Writer) Writer { return githubWriter{w: w} }
+
+type githubWriter struct{ w io.Writer }
+
+func (g githubWriter) Result(res *Result) error {
+	var b strings.Builder
+	for j, f := range res.Findings {
+		var cmd string
+		switch f.Action {
+		case policy.ActionDeny:
+			cmd = "error"
+		case policy.ActionWarn:
+			cmd = "warning"
+		default:
+			continue
 		}
+		props := []string{"file=" + ghProperty(res.Location.File)}
+		if j < len(res.Positions) && res.Positions[j].Line > 0 {
+			props = append(props, fmt.Sprintf("line=%d", res.Positions[j].Line), fmt.Sprintf("col=%d", res.Positions[j].Column))
+		}
+		props = append(props, "title="+ghProperty("dsguard "+f.RuleID))
+		fmt.Fprintf(&b, "::%s %s::%s\n", cmd, strings.Join(props, ","), ghData(findingText(res, f)))
 	}
-	return WriteGitHubSummary(w, r)
+	_, err := io.WriteString(g.w, b.String())
+	return err
 }
 
-// GitHubStream returns an Input.Stream that prints each DaemonSet's
-// annotations as WriteGitHub does, as soon as it is judged;
-// WriteGitHubSummary then prints the rest.
-func GitHubStream(w io.Writer) func(*Result) error {
-	return func(res *Result) error {
-		var b strings.Builder
-		for j, f := range res.Findings {
-			var cmd string
-			switch f.Action {
-			case policy.ActionDeny:
-				cmd = "error"
-			case policy.ActionWarn:
-				cmd = "warning"
-			default:
-				continue
-			}
-			props := []string{"file=" + ghProperty(res.Location.File)}
-			if j < len(res.Positions) && res.Positions[j].Line > 0 {
-				props = append(props, fmt.Sprintf("line=%d", res.Positions[j].Line), fmt.Sprintf("col=%d", res.Positions[j].Column))
-			}
-			props = append(props, "title="+ghProperty("dsguard "+f.RuleID))
-			fmt.Fprintf(&b, "::%s %s::%s\n", cmd, strings.Join(props, ","), ghData(findingText(res, f)))
-		}
-		_, err := io.WriteString(w, b.String())
+// Finish prints the annotations of unreadable documents, the summary line
+// and the notes; for a run that stopped early, an annotation with its error.
+func (g githubWriter) Finish(r *Results) error {
+	var b strings.Builder
+	if r.Stopped != nil {
+		fmt.Fprintf(&b, "::error title=dsguard::%s\n", ghData(r.stoppedMessage()))
+		_, err := io.WriteString(g.w, b.String())
 		return err
 	}
-}
-
-// WriteGitHubSummary prints the annotations of unreadable documents, the
-// summary line and the notes.
-func WriteGitHubSummary(w io.Writer, r *Results) error {
-	var b strings.Builder
 	for _, e := range r.Errors {
 		props := "file=" + ghProperty(e.Location.File)
 		if e.Location.Line > 0 {
@@ -67,7 +65,7 @@ func WriteGitHubSummary(w io.Writer, r *Results) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "::notice title=dsguard::%s\n", ghData(n))
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(g.w, b.String())
 	return err
 }
 

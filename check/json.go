@@ -1,7 +1,6 @@
 package check
 
 import (
-	"encoding/json"
 	"io"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -14,14 +13,20 @@ const (
 	JSONKind       = "CheckReport"
 )
 
+// jsonReport is the JSON report; Results is written element by element
+// (streamMarker in the skeleton), so the summary, known only at the end,
+// follows the results.
 type jsonReport struct {
 	APIVersion string         `json:"apiVersion"`
 	Kind       string         `json:"kind"`
-	Summary    Summary        `json:"summary"`
-	Results    []jsonResult   `json:"results"`
+	Results    any            `json:"results"`
 	Skipped    map[string]int `json:"skipped"`
 	Errors     []jsonError    `json:"errors"`
 	Notes      []string       `json:"notes"`
+	Summary    Summary        `json:"summary"`
+	// Error is the error that stopped the check before the end of its
+	// input: the report then holds only the DaemonSets judged until then.
+	Error string `json:"error,omitempty"`
 }
 
 type jsonResult struct {
@@ -59,26 +64,37 @@ type jsonError struct {
 
 // WriteJSON renders the report as one JSON object with a stable shape:
 // lists are never null, and every finding (audit level included) is listed.
-func WriteJSON(w io.Writer, r *Results) error {
-	out := jsonReport{
-		APIVersion: JSONAPIVersion, Kind: JSONKind, Summary: r.Summary(),
-		Results: []jsonResult{}, Skipped: map[string]int{}, Errors: []jsonError{}, Notes: []string{},
-	}
-	for i := range r.Results {
-		res := &r.Results[i]
-		findings := make([]jsonFinding, len(res.Findings))
-		for j, f := range res.Findings {
-			findings[j] = jsonFinding{Rule: f.RuleID, Action: f.Action, Field: f.FieldString(), Message: f.Message,
-				Remediation: f.Remediation, Details: f.Details, Exempted: f.Exempted}
-			if j < len(res.Positions) {
-				findings[j].Line, findings[j].Column = res.Positions[j].Line, res.Positions[j].Column
-			}
+func WriteJSON(w io.Writer, r *Results) error { return writeAll(NewJSONWriter(w), r) }
+
+// NewJSONWriter returns a Writer of WriteJSON's report that writes each
+// result as it comes, and the summary, skipped kinds, unreadable documents
+// and notes after the results.
+func NewJSONWriter(w io.Writer) Writer { return &jsonWriter{out: jsonStream{w: w}} }
+
+type jsonWriter struct{ out jsonStream }
+
+func (j *jsonWriter) skeleton() *jsonReport {
+	return &jsonReport{APIVersion: JSONAPIVersion, Kind: JSONKind, Results: streamMarker}
+}
+
+func (j *jsonWriter) Result(res *Result) error {
+	findings := make([]jsonFinding, len(res.Findings))
+	for i, f := range res.Findings {
+		findings[i] = jsonFinding{Rule: f.RuleID, Action: f.Action, Field: f.FieldString(), Message: f.Message,
+			Remediation: f.Remediation, Details: f.Details, Exempted: f.Exempted}
+		if i < len(res.Positions) {
+			findings[i].Line, findings[i].Column = res.Positions[i].Line, res.Positions[i].Column
 		}
-		out.Results = append(out.Results, jsonResult{
-			File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item, Line: res.Location.Line,
-			Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings, Placement: res.Placement,
-		})
 	}
+	return j.out.element(j.skeleton(), jsonResult{
+		File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item, Line: res.Location.Line,
+		Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings, Placement: res.Placement,
+	})
+}
+
+func (j *jsonWriter) Finish(r *Results) error {
+	out := j.skeleton()
+	out.Summary, out.Skipped, out.Errors, out.Notes = r.Summary(), map[string]int{}, []jsonError{}, []string{}
 	for k, v := range r.Skipped {
 		out.Skipped[k] = v
 	}
@@ -87,7 +103,8 @@ func WriteJSON(w io.Writer, r *Results) error {
 			Item: e.Location.Item, Error: e.Err.Error()})
 	}
 	out.Notes = append(out.Notes, r.Notes...)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if r.Stopped != nil {
+		out.Error = r.stoppedMessage()
+	}
+	return j.out.finish(out)
 }

@@ -41,6 +41,21 @@ func (r *Result) Verdict() Verdict {
 	return VerdictPass
 }
 
+// eachVisible calls fn for each finding a person is shown (deny and warn,
+// not audit), with the line its field is written on, 0 when unknown.
+func (r *Result) eachVisible(fn func(f policy.Finding, line int)) {
+	for i, f := range r.Findings {
+		if f.Action != policy.ActionDeny && f.Action != policy.ActionWarn {
+			continue
+		}
+		line := 0
+		if i < len(r.Positions) {
+			line = r.Positions[i].Line
+		}
+		fn(f, line)
+	}
+}
+
 // Results is the outcome of checking a set of manifests.
 type Results struct {
 	Results []Result
@@ -51,6 +66,10 @@ type Results struct {
 	Notes []string
 	// FailOn is the weakest action that fails the check: deny (default) or warn.
 	FailOn policy.Action
+	// Stopped is the error that ended the run before the end of its input
+	// (a path that cannot be read or rendered): the results are then those
+	// of the DaemonSets judged until then.
+	Stopped error
 
 	// The outcome so far, kept as results arrive (add), so that a streamed
 	// run, which keeps no Result, still has its summary and exit code.
@@ -88,17 +107,22 @@ const (
 	ExitInvalid = 2
 )
 
-// ExitCode is 2 when some document could not be read (the verdict is then
-// incomplete), 1 when any DaemonSet fails at FailOn (denied; with warn, also
-// warned), else 0.
+// ExitCode is 2 when some document could not be read or the run stopped
+// early (the verdict is then incomplete), 1 when any DaemonSet fails at
+// FailOn (denied; with warn, also warned), else 0.
 func (r *Results) ExitCode() int {
-	if len(r.Errors) > 0 {
+	if len(r.Errors) > 0 || r.Stopped != nil {
 		return ExitInvalid
 	}
 	if r.failed {
 		return ExitDenied
 	}
 	return ExitOK
+}
+
+// stoppedMessage says, in a report, that the run stopped early and why.
+func (r *Results) stoppedMessage() string {
+	return "check stopped before the end of its input, the results are incomplete: " + r.Stopped.Error()
 }
 
 // Summary counts the outcome.

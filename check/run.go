@@ -33,8 +33,8 @@ type Input struct {
 	FailOn policy.Action
 	// Stream, when set, receives each DaemonSet's result as soon as it is
 	// judged, and the result is not kept: memory then follows the largest
-	// document, not the input or the number of findings (text and GitHub
-	// output stream; JSON, SARIF and JUnit are one document and keep all).
+	// document, not the input or the number of findings. Every output
+	// format has a Writer whose Result is such a Stream.
 	Stream func(*Result) error
 }
 
@@ -43,9 +43,11 @@ type Input struct {
 var ErrNoInput = errors.New("no Kubernetes objects found")
 
 // Run reads the input and judges every DaemonSet as soon as it is decoded,
-// keeping only its findings and placement: memory grows with the findings,
-// not with the input. A path that cannot be read, and an input without any
-// Kubernetes object, are errors.
+// handing it to in.Stream or else keeping its findings and placement. A path
+// that cannot be read, and an input without any Kubernetes object, are
+// errors. When the run stops on an error after DaemonSets were judged (and
+// maybe written), Run also returns the results until then, with Stopped set,
+// so that the output begun can be ended.
 func Run(in Input) (*Results, error) {
 	r := &Results{FailOn: in.FailOn}
 	if r.FailOn == "" {
@@ -61,19 +63,30 @@ func Run(in Input) (*Results, error) {
 	rd := &manifest.Reader{Stdin: in.Stdin, Render: in.Render}
 	var streamErr error
 	rd.OnDaemonSet = func(d manifest.DaemonSet) {
+		if streamErr != nil {
+			// The output cannot be written: judging the rest is wasted.
+			return
+		}
 		res := judge(d, in.Env, in.Namespace, byName)
-		if in.Stream != nil && streamErr == nil {
-			streamErr = in.Stream(&res)
+		if in.Stream != nil {
+			if streamErr = in.Stream(&res); streamErr != nil {
+				return
+			}
 		}
 		r.add(res, in.Stream == nil)
 	}
-	if err := rd.Load(in.Paths); err != nil {
-		return nil, err
-	}
+	err := rd.Load(in.Paths)
 	if streamErr != nil {
 		return nil, streamErr
 	}
 	r.Errors, r.Files, r.Skipped = rd.Errors, rd.Files, rd.Skipped
+	if err != nil {
+		if r.counts.DaemonSets == 0 {
+			return nil, err
+		}
+		r.Stopped = err
+		return r, err
+	}
 	if rd.Objects == 0 && len(rd.Errors) == 0 {
 		return nil, fmt.Errorf("%w in %s", ErrNoInput, strings.Join(in.Paths, ", "))
 	}

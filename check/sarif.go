@@ -1,7 +1,6 @@
 package check
 
 import (
-	"encoding/json"
 	"io"
 	"path/filepath"
 	"strings"
@@ -32,11 +31,14 @@ type sarifLog struct {
 	Runs    []sarifRun `json:"runs"`
 }
 
+// sarifRun is the log's one run; Results is written result by result
+// (streamMarker in the skeleton), so the invocation, whose notifications are
+// known only at the end, follows the results.
 type sarifRun struct {
 	Tool        sarifTool         `json:"tool"`
-	Invocations []sarifInvocation `json:"invocations"`
-	Results     []sarifResult     `json:"results"`
+	Results     any               `json:"results"`
 	ColumnKind  string            `json:"columnKind"`
+	Invocations []sarifInvocation `json:"invocations"`
 }
 
 type sarifTool struct {
@@ -131,16 +133,19 @@ func sarifLevel(a policy.Action) string {
 // result per finding (audit level as notes), at the file, line and column of
 // the offending field; unreadable documents as tool notifications.
 func WriteSARIF(w io.Writer, r *Results, tool Tool) error {
-	run := sarifRun{
-		Tool: sarifTool{Driver: sarifDriver{Name: "dsguard", Version: tool.Version,
-			InformationURI: "https://github.com/dsguard/dsguard", Rules: []sarifRule{}}},
-		Results:    []sarifResult{},
-		ColumnKind: "unicodeCodePoints",
-	}
-	ruleIndex := map[string]int{}
+	return writeAll(NewSARIFWriter(w, tool), r)
+}
+
+// NewSARIFWriter returns a Writer of WriteSARIF's log that writes the tool
+// and its rules (from the catalogue) first, then each finding as it comes,
+// then the invocation with its notifications.
+func NewSARIFWriter(w io.Writer, tool Tool) Writer {
+	s := &sarifWriter{out: jsonStream{w: w}, ruleIndex: map[string]int{},
+		driver: sarifDriver{Name: "dsguard", Version: tool.Version, InformationURI: "https://github.com/dsguard/dsguard",
+			Rules: []sarifRule{}}}
 	for i, rule := range tool.Rules {
-		ruleIndex[rule.ID] = i
-		run.Tool.Driver.Rules = append(run.Tool.Driver.Rules, sarifRule{
+		s.ruleIndex[rule.ID] = i
+		s.driver.Rules = append(s.driver.Rules, sarifRule{
 			ID: rule.ID, Name: rule.ID,
 			ShortDescription:     sarifText{Text: rule.Title},
 			FullDescription:      sarifText{Text: rule.Why},
@@ -150,31 +155,51 @@ func WriteSARIF(w io.Writer, r *Results, tool Tool) error {
 			Properties:           map[string][]string{"tags": {"kubernetes", "daemonset"}},
 		})
 	}
-	for i := range r.Results {
-		res := &r.Results[i]
-		for j, f := range res.Findings {
-			loc := sarifLocation{
-				PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: sarifURI(res.Location.File)}},
-				LogicalLocations: []sarifLogical{{FullyQualifiedName: res.Namespace + "/" + res.Name + fieldSuffix(f), Kind: "object"}},
-			}
-			if j < len(res.Positions) && res.Positions[j].Line > 0 {
-				loc.PhysicalLocation.Region = &sarifRegion{StartLine: res.Positions[j].Line, StartColumn: res.Positions[j].Column}
-			}
-			out := sarifResult{
-				RuleID: f.RuleID, Level: sarifLevel(f.Action),
-				Message:   sarifText{Text: findingText(res, f)},
-				Locations: []sarifLocation{loc},
-				PartialFingerprints: map[string]string{
-					"dsguardFinding/v1": strings.Join([]string{res.Location.File, res.Namespace, res.Name, f.RuleID, f.FieldString()}, "|"),
-				},
-			}
-			if idx, ok := ruleIndex[f.RuleID]; ok {
-				out.RuleIndex = &idx
-			}
-			run.Results = append(run.Results, out)
+	return s
+}
+
+type sarifWriter struct {
+	out       jsonStream
+	driver    sarifDriver
+	ruleIndex map[string]int
+}
+
+func (s *sarifWriter) skeleton(inv sarifInvocation) *sarifLog {
+	return &sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{{
+		Tool: sarifTool{Driver: s.driver}, Results: streamMarker, ColumnKind: "unicodeCodePoints",
+		Invocations: []sarifInvocation{inv},
+	}}}
+}
+
+func (s *sarifWriter) Result(res *Result) error {
+	for j, f := range res.Findings {
+		loc := sarifLocation{
+			PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: sarifURI(res.Location.File)}},
+			LogicalLocations: []sarifLogical{{FullyQualifiedName: res.Namespace + "/" + res.Name + fieldSuffix(f), Kind: "object"}},
+		}
+		if j < len(res.Positions) && res.Positions[j].Line > 0 {
+			loc.PhysicalLocation.Region = &sarifRegion{StartLine: res.Positions[j].Line, StartColumn: res.Positions[j].Column}
+		}
+		out := sarifResult{
+			RuleID: f.RuleID, Level: sarifLevel(f.Action),
+			Message:   sarifText{Text: findingText(res, f)},
+			Locations: []sarifLocation{loc},
+			PartialFingerprints: map[string]string{
+				"dsguardFinding/v1": strings.Join([]string{res.Location.File, res.Namespace, res.Name, f.RuleID, f.FieldString()}, "|"),
+			},
+		}
+		if idx, ok := s.ruleIndex[f.RuleID]; ok {
+			out.RuleIndex = &idx
+		}
+		if err := s.out.element(s.skeleton(sarifInvocation{}), out); err != nil {
+			return err
 		}
 	}
-	inv := sarifInvocation{ExecutionSuccessful: len(r.Errors) == 0, Notifications: []sarifNotification{}}
+	return nil
+}
+
+func (s *sarifWriter) Finish(r *Results) error {
+	inv := sarifInvocation{ExecutionSuccessful: len(r.Errors) == 0 && r.Stopped == nil, Notifications: []sarifNotification{}}
 	for _, e := range r.Errors {
 		n := sarifNotification{Level: "error", Message: sarifText{Text: e.Error()}}
 		if e.Location.File != "-" {
@@ -185,13 +210,14 @@ func WriteSARIF(w io.Writer, r *Results, tool Tool) error {
 		}
 		inv.Notifications = append(inv.Notifications, n)
 	}
+	if r.Stopped != nil {
+		inv.Notifications = append(inv.Notifications, sarifNotification{Level: "error",
+			Message: sarifText{Text: r.stoppedMessage()}})
+	}
 	for _, note := range r.Notes {
 		inv.Notifications = append(inv.Notifications, sarifNotification{Level: "note", Message: sarifText{Text: note}})
 	}
-	run.Invocations = []sarifInvocation{inv}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{run}})
+	return s.out.finish(s.skeleton(inv))
 }
 
 // sarifURI is a path relative to the repository root, with forward slashes,

@@ -11,55 +11,50 @@ import (
 // WriteText renders the report for a person at a terminal: every DaemonSet
 // with its verdict, each visible finding with rule, field, line, message and
 // fix, then every unreadable document, then a summary line.
-func WriteText(w io.Writer, r *Results) error { return writeText(w, r, false) }
+func WriteText(w io.Writer, r *Results) error { return writeAll(NewTextWriter(w, false), r) }
 
 // WriteWide is WriteText with each DaemonSet's placement: the nodes it will
 // run on and every skipped node grouped by reason.
-func WriteWide(w io.Writer, r *Results) error { return writeText(w, r, true) }
+func WriteWide(w io.Writer, r *Results) error { return writeAll(NewTextWriter(w, true), r) }
 
-func writeText(w io.Writer, r *Results, wide bool) error {
-	stream := TextStream(w, wide)
-	for i := range r.Results {
-		if err := stream(&r.Results[i]); err != nil {
-			return err
-		}
-	}
-	return WriteTextSummary(w, r)
+// NewTextWriter returns a Writer of WriteText's report (wide: WriteWide's)
+// that prints each DaemonSet as it is judged.
+func NewTextWriter(w io.Writer, wide bool) Writer { return textWriter{w: w, wide: wide} }
+
+type textWriter struct {
+	w    io.Writer
+	wide bool
 }
 
-// TextStream returns an Input.Stream that prints each DaemonSet as WriteText
-// (or, wide, WriteWide) does, as soon as it is judged; WriteTextSummary then
-// prints the rest.
-func TextStream(w io.Writer, wide bool) func(*Result) error {
-	return func(res *Result) error {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s: DaemonSet %s/%s: %s\n", res.Location, res.Namespace, res.Name, res.Verdict())
-		for i, f := range res.Findings {
-			if f.Action != policy.ActionDeny && f.Action != policy.ActionWarn {
-				continue
-			}
-			at := ""
-			if i < len(res.Positions) && res.Positions[i].Line > 0 {
-				at = fmt.Sprintf("  (line %d)", res.Positions[i].Line)
-			}
-			fmt.Fprintf(&b, "  %-4s  %s  %s%s\n", strings.ToUpper(string(f.Action)), f.RuleID, f.FieldString(), at)
-			fmt.Fprintf(&b, "        %s\n", f.Message)
-			for _, d := range f.Details {
-				fmt.Fprintf(&b, "          %s\n", d)
-			}
-			fmt.Fprintf(&b, "        fix: %s\n", f.Remediation)
+func (t textWriter) Result(res *Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: DaemonSet %s/%s: %s\n", res.Location, res.Namespace, res.Name, res.Verdict())
+	res.eachVisible(func(f policy.Finding, line int) {
+		at := ""
+		if line > 0 {
+			at = fmt.Sprintf("  (line %d)", line)
 		}
-		if wide && res.Placement != nil {
-			WritePlacement(&b, res.Placement, "  ")
+		fmt.Fprintf(&b, "  %-4s  %s  %s%s\n", strings.ToUpper(string(f.Action)), f.RuleID, f.FieldString(), at)
+		fmt.Fprintf(&b, "        %s\n", f.Message)
+		for _, d := range f.Details {
+			fmt.Fprintf(&b, "          %s\n", d)
 		}
-		_, err := io.WriteString(w, b.String())
-		return err
+		fmt.Fprintf(&b, "        fix: %s\n", f.Remediation)
+	})
+	if t.wide && res.Placement != nil {
+		WritePlacement(&b, res.Placement, "  ")
 	}
+	_, err := io.WriteString(t.w, b.String())
+	return err
 }
 
-// WriteTextSummary prints what follows the DaemonSets in text output: every
-// unreadable document, the summary line and the notes.
-func WriteTextSummary(w io.Writer, r *Results) error {
+// Finish prints what follows the DaemonSets: every unreadable document, the
+// summary line and the notes. A run that stopped early prints nothing more:
+// its error, printed after, is the last word.
+func (t textWriter) Finish(r *Results) error {
+	if r.Stopped != nil {
+		return nil
+	}
 	var b strings.Builder
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "%s: error: %v\n", e.Location, e.Err)
@@ -80,7 +75,7 @@ func WriteTextSummary(w io.Writer, r *Results) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(t.w, b.String())
 	return err
 }
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# check-memory.sh [MB]: measure dsguard check's peak memory on a generated manifest file of about MB
-# megabytes (default 50) of DaemonSets, every one with findings, and print the peak RSS. check reads one
-# document at a time, so the peak should follow the largest document and the findings kept, not the input.
+# check-memory.sh [MB [FORMAT...]]: measure dsguard check's peak memory on a generated manifest file of about
+# MB megabytes (default 50) of DaemonSets, every one with findings, and print the peak RSS of each output
+# format (default: all of them). check reads one document at a time and every format writes each DaemonSet as
+# it is judged, so the peak should follow the largest document, not the input.
 set -euo pipefail
 mb=${1:-50}
+shift $(($# > 0 ? 1 : 0))
+formats=("$@")
+[ ${#formats[@]} -gt 0 ] || formats=(text wide json sarif junit github)
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -18,7 +22,7 @@ awk -v target=$((mb * 1024 * 1024)) 'BEGIN {
 }' > "$tmp/big.yaml"
 docs=$(grep -c '^kind: DaemonSet' "$tmp/big.yaml")
 echo "input: $(du -m "$tmp/big.yaml" | cut -f1) MB, $docs DaemonSets"
-for format in text json sarif; do
+for format in "${formats[@]}"; do
   set +e
   /usr/bin/time -f "%M %e" -o "$tmp/time" "$tmp/dsguard" check "$tmp/big.yaml" -o "$format" > /dev/null
   rc=$?

@@ -17,25 +17,17 @@ import (
 	"github.com/dsguard/dsguard/render"
 )
 
-// checkFormat writes one -o format: either the whole Results at the end, or
-// each DaemonSet as it is judged (stream) and then the rest (tail), which
-// keeps memory to the largest document.
-type checkFormat struct {
-	whole  func(w io.Writer, r *check.Results) error
-	stream func(w io.Writer) func(*check.Result) error
-	tail   func(w io.Writer, r *check.Results) error
-}
-
-// checkFormats are the -o values of check.
-var checkFormats = map[string]checkFormat{
-	"text":   {stream: func(w io.Writer) func(*check.Result) error { return check.TextStream(w, false) }, tail: check.WriteTextSummary},
-	"wide":   {stream: func(w io.Writer) func(*check.Result) error { return check.TextStream(w, true) }, tail: check.WriteTextSummary},
-	"github": {stream: check.GitHubStream, tail: check.WriteGitHubSummary},
-	"json":   {whole: check.WriteJSON},
-	"junit":  {whole: check.WriteJUnit},
-	"sarif": {whole: func(w io.Writer, r *check.Results) error {
-		return check.WriteSARIF(w, r, check.Tool{Version: versionString(), Rules: rules.Builtin().Rules()})
-	}},
+// checkFormats are the -o values of check, each a Writer that writes every
+// DaemonSet as it is judged, so memory follows the largest document.
+var checkFormats = map[string]func(w io.Writer, failOn policy.Action) check.Writer{
+	"text":   func(w io.Writer, _ policy.Action) check.Writer { return check.NewTextWriter(w, false) },
+	"wide":   func(w io.Writer, _ policy.Action) check.Writer { return check.NewTextWriter(w, true) },
+	"github": func(w io.Writer, _ policy.Action) check.Writer { return check.NewGitHubWriter(w) },
+	"json":   func(w io.Writer, _ policy.Action) check.Writer { return check.NewJSONWriter(w) },
+	"junit":  func(w io.Writer, failOn policy.Action) check.Writer { return check.NewJUnitWriter(w, failOn) },
+	"sarif": func(w io.Writer, _ policy.Action) check.Writer {
+		return check.NewSARIFWriter(w, check.Tool{Version: versionString(), Rules: rules.Builtin().Rules()})
+	},
 }
 
 type checkOptions struct {
@@ -124,23 +116,30 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.Nodes = nodes.Nodes
 		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
 	}
-	out := cmd.OutOrStdout()
-	if format.stream != nil {
-		in.Stream = format.stream(out)
+	w := format(cmd.OutOrStdout(), failOn)
+	if c, ok := w.(io.Closer); ok {
+		// A writer that holds a temporary file lets it go even when the
+		// run ends before Finish.
+		defer c.Close()
 	}
+	in.Stream = w.Result
 	rep, err := check.Run(in)
 	if errors.Is(err, check.ErrNoInput) && o.allowEmpty {
 		_, err = fmt.Fprintf(cmd.OutOrStdout(), "note: %v\n", err)
 		return err
 	}
 	if err != nil {
+		if rep != nil {
+			// Output has begun: end it, saying the run stopped, so that
+			// what was written stays readable; the error is still the
+			// command's.
+			if ferr := w.Finish(rep); ferr != nil {
+				return errors.Join(err, ferr)
+			}
+		}
 		return err
 	}
-	write := format.whole
-	if format.stream != nil {
-		write = format.tail
-	}
-	if err := write(out, rep); err != nil {
+	if err := w.Finish(rep); err != nil {
 		return err
 	}
 	if code := rep.ExitCode(); code != check.ExitOK {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,4 +188,37 @@ func writeFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestCheck_ExitCodesInEveryFormat: every -o format writes as it goes, and
+// the exit code still follows the verdicts, --fail-on and errors, including
+// a path that cannot be read after output has begun.
+func TestCheck_ExitCodesInEveryFormat(t *testing.T) {
+	broken := writeFile(t, t.TempDir(), "broken.yaml", "kind: [\n")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		// want is in the output or the error.
+		want string
+	}{
+		{"warnings pass at deny", []string{"../../examples/codartium-status-example.yaml"}, 0, "image-pinned"},
+		{"warnings fail at warn", []string{"../../examples/codartium-status-example.yaml", "--fail-on", "warn"}, 1, "image-pinned"},
+		{"deny", []string{"../../examples/node-exporter.yaml"}, 1, "control-plane-toleration"},
+		{"unreadable document", []string{"../../examples/node-exporter.yaml", broken}, 2, "not valid YAML"},
+		{"path missing after output began", []string{"../../examples/node-exporter.yaml", "no-such-file.yaml"}, 2, "no such file"},
+	}
+	for format := range checkFormats {
+		for _, tt := range tests {
+			t.Run(format+"/"+tt.name, func(t *testing.T) {
+				out, err, code := runCLI(t, "", append([]string{"check", "-o", format}, tt.args...)...)
+				if code != tt.code {
+					t.Errorf("exit code = %d, want %d\n%s%v", code, tt.code, out, err)
+				}
+				if !strings.Contains(out+fmt.Sprint(err), tt.want) {
+					t.Errorf("output lacks %q:\n%s%v", tt.want, out, err)
+				}
+			})
+		}
+	}
 }
