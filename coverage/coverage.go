@@ -232,9 +232,6 @@ type predictor struct {
 	relaxed     *nodeaffinity.RequiredNodeAffinity
 	tolerations []corev1.Toleration
 	groups      []Skip
-	// labels is the label map of the node that stands for one member after
-	// another, reused from class to class.
-	labels map[string]string
 }
 
 // group returns the index of the group for this reason, adding it if new.
@@ -333,8 +330,8 @@ func (s *NodeSnapshot) identityQuery(spec *corev1.PodSpec) *identityQuery {
 // perNode judges one class for a DaemonSet that looks at node identity and
 // returns how many of its members are eligible.
 func (p *predictor) perNode(s *NodeSnapshot, class *nodeClass, q *identityQuery) int {
-	node := s.memberNode(class, p.labels)
-	p.labels = node.Labels
+	node := s.borrowMemberNode(class)
+	defer class.giveBack(&node)
 	// Taints belong to the class: decided once, on first need.
 	taintGroup, taintDecided := -1, false
 	decide := func(name string, values []perNodeValue) int {
@@ -455,13 +452,23 @@ func matchAffinity(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinit
 // untoleratedTaint returns the first NoSchedule or NoExecute taint the
 // tolerations leave untolerated, as the controller's predicate does.
 func untoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) (*corev1.Taint, bool) {
-	// Most classes carry no taint that excludes: the library's filtered
-	// copy of the taints is then not worth making.
-	if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return excludes(&t) }) {
+	// The library copies the taints its filter keeps. Most nodes carry no
+	// taint that excludes, and the others mostly only such taints: then
+	// there is nothing to search, or nothing to filter.
+	filter, n := excludes, 0
+	for i := range taints {
+		if excludes(&taints[i]) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
 		return nil, false
+	case len(taints):
+		filter = nil
 	}
 	found, untolerated := schedulingcorev1.FindMatchingUntoleratedTaint(logr.Discard(), taints, tolerations,
-		excludes, comparisonOperatorsEnabled)
+		filter, comparisonOperatorsEnabled)
 	if !untolerated {
 		return nil, false
 	}

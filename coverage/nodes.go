@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,9 @@ type nodeClass struct {
 	// perNodeKeys[j], sorted by value then name: the index per-node
 	// selectors are answered from.
 	byValue [][]int32
+	// labelMaps are label maps holding the class's labels, for
+	// borrowMemberNode.
+	labelMaps sync.Pool
 }
 
 type nodeMember struct {
@@ -149,19 +153,30 @@ func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
 
 // memberNode returns a copy of class's node with a label map of its own,
 // for setMember to make it stand for one member after another without
-// touching the class. The map is labels, emptied, when not nil: a
-// prediction reuses one map for every class instead of allocating one each.
-func (s *NodeSnapshot) memberNode(class *nodeClass, labels map[string]string) corev1.Node {
+// touching the class.
+func (s *NodeSnapshot) memberNode(class *nodeClass) corev1.Node {
 	node := class.node
-	if labels == nil {
-		labels = make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
-	} else {
-		clear(labels)
-	}
-	maps.Copy(labels, node.Labels)
-	node.Labels = labels
+	node.Labels = make(map[string]string, len(node.Labels)+len(s.perNodeKeys))
+	maps.Copy(node.Labels, class.node.Labels)
 	return node
 }
+
+// borrowMemberNode is memberNode with a label map from the class's pool,
+// which already holds the class's labels: copying them was most of the cost
+// of a prediction that judges members one by one. setMember rewrites every
+// per-node label, so what the map held before does not matter. Give the map
+// back with giveBack.
+func (s *NodeSnapshot) borrowMemberNode(class *nodeClass) corev1.Node {
+	if labels, ok := class.labelMaps.Get().(map[string]string); ok {
+		node := class.node
+		node.Labels = labels
+		return node
+	}
+	return s.memberNode(class)
+}
+
+// giveBack returns the label map of a node from borrowMemberNode.
+func (c *nodeClass) giveBack(node *corev1.Node) { c.labelMaps.Put(node.Labels) }
 
 // setMember makes node (from memberNode) the member called name, whose
 // per-node label values are values.

@@ -194,7 +194,7 @@ func (s *NodeSnapshot) nodes() []*corev1.Node {
 	out := make([]*corev1.Node, 0, s.total)
 	for _, c := range s.classes {
 		for i, m := range c.members {
-			n := s.memberNode(c, nil)
+			n := s.memberNode(c)
 			s.setMember(&n, m.name, c.valuesOf(i))
 			out = append(out, &n)
 		}

@@ -65,7 +65,6 @@ func (s *NodeSnapshot) NodesExamined(spec *corev1.PodSpec) int {
 func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, effect corev1.TaintEffect) bool {
 	affinity := nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
 	perNode := spec.NodeName != "" || s.looksAtNodeIdentity(spec)
-	var labels map[string]string
 	for _, class := range s.classes {
 		if !carriesTaint(class.node.Spec.Taints, key, value, effect) {
 			continue
@@ -76,16 +75,24 @@ func (s *NodeSnapshot) ReachesTaint(spec *corev1.PodSpec, key, value string, eff
 			}
 			continue
 		}
-		node := s.memberNode(class, labels)
-		labels = node.Labels
-		for i, m := range class.members {
-			if spec.NodeName != "" && spec.NodeName != m.name {
-				continue
-			}
-			s.setMember(&node, m.name, class.valuesOf(i))
-			if ok, _ := affinity.Match(&node); ok {
-				return true
-			}
+		if reachesMember(s, class, spec, affinity) {
+			return true
+		}
+	}
+	return false
+}
+
+// reachesMember reports whether the placement selects a member of class.
+func reachesMember(s *NodeSnapshot, class *nodeClass, spec *corev1.PodSpec, affinity nodeaffinity.RequiredNodeAffinity) bool {
+	node := s.borrowMemberNode(class)
+	defer class.giveBack(&node)
+	for i, m := range class.members {
+		if spec.NodeName != "" && spec.NodeName != m.name {
+			continue
+		}
+		s.setMember(&node, m.name, class.valuesOf(i))
+		if ok, _ := affinity.Match(&node); ok {
+			return true
 		}
 	}
 	return false

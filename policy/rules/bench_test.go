@@ -32,9 +32,7 @@ func BenchmarkEvaluate(b *testing.B) {
 				b.Fatalf("got %d findings, want %d", got, c.findings)
 			}
 			b.ReportAllocs()
-			for b.Loop() {
-				policy.Evaluate(c.ds, env)
-			}
+			testobj.ReportCPUPerOp(b, func() { policy.Evaluate(c.ds, env) })
 		})
 	}
 }
@@ -48,9 +46,7 @@ func BenchmarkEvaluateWithNodes(b *testing.B) {
 			b.Run(fmt.Sprintf("nodes=%d/%s", n, c.Name), func(b *testing.B) {
 				env := policy.Env{Policy: Builtin().Default(), Now: testobj.Now, Nodes: nodes}
 				b.ReportAllocs()
-				for b.Loop() {
-					policy.Evaluate(c.DS, env)
-				}
+				testobj.ReportCPUPerOp(b, func() { policy.Evaluate(c.DS, env) })
 			})
 		}
 	}
