@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -75,15 +76,20 @@ func TestWriteSARIF_ValidAgainstTheSchema(t *testing.T) {
 	r.Errors = append(r.Errors, bad.Errors...)
 	r.Notes = append(r.Notes, "a note")
 	var out bytes.Buffer
-	if err := WriteSARIF(&out, r, Tool{Version: "v1.2.3", Rules: rules.Builtin().Rules()}); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := schema.Validate(inst); err != nil {
-		t.Fatalf("SARIF output does not validate against the SARIF 2.1.0 schema: %v\n%s", err, out.String())
+	// Also a run stopped early, whose log ends with an error notification.
+	for _, stopped := range []error{errors.New("stat missing.yaml: no such file or directory"), nil} {
+		r.Stopped = stopped
+		out.Reset()
+		if err := WriteSARIF(&out, r, Tool{Version: "v1.2.3", Rules: rules.Builtin().Rules()}); err != nil {
+			t.Fatal(err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(inst); err != nil {
+			t.Fatalf("SARIF output (stopped: %v) does not validate against the SARIF 2.1.0 schema: %v\n%s", stopped, err, out.String())
+		}
 	}
 	// The schema must be able to fail: a log without its version is refused.
 	var broken map[string]any

@@ -66,12 +66,14 @@ const junitCaseIndent = "    "
 
 // NewJUnitWriter returns a Writer of WriteJUnit's report for a run that
 // fails at failOn. The counts of tests, failures and errors are attributes of
-// the opening tags, which every JUnit reader (Jenkins, GitLab, the GitHub
-// actions that publish test results) takes from there, and they are known
-// only at the end: so each test case is encoded as it comes into a temporary
-// file, and Finish writes the opening tags with the counts and then copies
-// the file. Memory stays bounded; the disk holds the test cases until then
-// (under $TMPDIR). Close removes the file of a writer that is not finished.
+// the opening tags, known only at the end. Jenkins and GitLab count the test
+// cases themselves, but the JUnit schemas require those attributes, and
+// dashboards and metric collectors read the counts from them; totals in a
+// trailing element would be read by nobody. So each test case is encoded as
+// it comes into a temporary file, and Finish writes the opening tags with the
+// counts and then copies the file: the output is the same, memory stays
+// bounded, and the disk holds the test cases until then (under $TMPDIR).
+// Close removes the file of a writer that is not finished.
 func NewJUnitWriter(w io.Writer, failOn policy.Action) *JUnitWriter {
 	if failOn == "" {
 		failOn = policy.ActionDeny
