@@ -86,8 +86,20 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *clusterview.PolicySourc
 
 var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
 
-// Handle implements admission.Handler.
-func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
+// Handle implements admission.Handler: it decodes the request's objects
+// and judges them. The webhook server calls HTTPHandler instead, which
+// decodes them with the review.
+func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return h.judge(ctx, req, decoded{})
+}
+
+// decoded are a request's objects when they were decoded with its review;
+// nil ones are decoded from the request's raw objects.
+type decoded struct {
+	object, oldObject *appsv1.DaemonSet
+}
+
+func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, objs decoded) (resp admission.Response) {
 	counted := !h.ClientAuth || Authenticated(ctx)
 	defer func() {
 		if r := recover(); r != nil {
@@ -97,7 +109,7 @@ func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) (r
 		resp = h.failOpen(req, resp)
 		h.countDecision(resp, counted)
 	}()
-	return h.handle(ctx, req, counted)
+	return h.handle(ctx, req, objs, counted)
 }
 
 // failOpen turns dsguard's own failures into an admission with a warning in
@@ -118,7 +130,7 @@ func (h *DaemonSetHandler) failsOpen(namespace string) bool {
 	return slices.Contains(h.FailOpenNamespaces, namespace)
 }
 
-func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, counted bool) admission.Response {
+func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, objs decoded, counted bool) admission.Response {
 	log := logf.FromContext(ctx)
 	switch {
 	case req.UID == "":
@@ -146,18 +158,24 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 		return admission.Allowed("bypassed by the dsguard policy (break-glass)")
 	}
 
-	ds := &appsv1.DaemonSet{}
-	if err := h.decoder.DecodeRaw(req.Object, ds); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DaemonSet: %w", err))
+	ds := objs.object
+	if ds == nil {
+		ds = &appsv1.DaemonSet{}
+		if err := h.decoder.DecodeRaw(req.Object, ds); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DaemonSet: %w", err))
+		}
 	}
 	if ds.Namespace == "" {
 		ds.Namespace = req.Namespace
 	}
 	var old *appsv1.DaemonSet
 	if req.Operation == admissionv1.Update {
-		old = &appsv1.DaemonSet{}
-		if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
+		old = objs.oldObject
+		if old == nil {
+			old = &appsv1.DaemonSet{}
+			if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+				return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
+			}
 		}
 		if old.Namespace == "" {
 			old.Namespace = req.Namespace
@@ -225,9 +243,13 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, co
 	if !resp.Allowed {
 		logAt = log
 	}
-	logAt.Info("evaluated", "allowed", resp.Allowed, "policyGeneration", active.Generation,
-		"findings", len(findings), "denied", policy.Count(findings, policy.ActionDeny),
-		"warned", policy.Count(findings, policy.ActionWarn))
+	if logAt.Enabled() {
+		// Checked first: building the arguments costs allocations on
+		// every request, and most are allowed and not logged.
+		logAt.Info("evaluated", "allowed", resp.Allowed, "policyGeneration", active.Generation,
+			"findings", len(findings), "denied", policy.Count(findings, policy.ActionDeny),
+			"warned", policy.Count(findings, policy.ActionWarn))
+	}
 	return resp
 }
 

@@ -17,8 +17,10 @@ import (
 )
 
 // FuzzDaemonSetReview sends arbitrary bodies through the same path the
-// webhook server serves (controller-runtime's admission.Webhook, then the
-// DaemonSet handler, with a live node set). The corpus in
+// webhook server serves (HTTPHandler's one-pass decode, or
+// controller-runtime's admission.Webhook for what it hands on, then the
+// DaemonSet handler, with a live node set), and through admission.Webhook
+// alone: both must answer alike. The corpus in
 // testdata/fuzz/FuzzDaemonSetReview holds AdmissionReviews a real
 // kube-apiserver sent for kubectl create, apply, server-side apply and dry
 // runs of the examples (see test/e2e/capture). Whatever the body: the answer
@@ -35,7 +37,8 @@ func FuzzDaemonSetReview(f *testing.F) {
 	}
 	// Panics must reach the handler's own recovery (and this fuzzer), not
 	// controller-runtime's.
-	wh := (&admission.Webhook{Handler: h}).WithRecoverPanic(false)
+	reference := (&admission.Webhook{Handler: h}).WithRecoverPanic(false)
+	wh := newReviewHandler(h, reference)
 	for _, req := range []admission.Request{
 		request(f, admissionv1.Create, compliantDS(), nil),
 		request(f, admissionv1.Create, compliantDS(noTolerations, halfFleet, latestImage), nil),
@@ -60,6 +63,9 @@ func FuzzDaemonSetReview(f *testing.F) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
 			t.Fatalf("HTTP %d, the answer is no AdmissionReview (%v): %s", rec.Code, err, rec.Body.String())
 		}
+		if want := serveBody(reference, body); !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Fatalf("the one-pass decode answers\n%s\nadmission.Webhook answers\n%s", rec.Body.Bytes(), want)
+		}
 		resp := out.Response
 		text := strings.Join(resp.Warnings, "\n")
 		if resp.Result != nil {
@@ -76,4 +82,13 @@ func FuzzDaemonSetReview(f *testing.F) {
 			t.Fatalf("refused without a reason: %+v", resp)
 		}
 	})
+}
+
+// serveBody returns h's answer to body.
+func serveBody(h http.Handler, body []byte) []byte {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, DaemonSetPath, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, r)
+	return rec.Body.Bytes()
 }

@@ -18,11 +18,12 @@ import (
 )
 
 // TestDaemonSetWebhook_BadInput sends malformed HTTP requests through the
-// real controller-runtime webhook wrapper: each must get a well-formed
+// handler the server serves (HTTPHandler, which hands what it does not take
+// to controller-runtime's admission.Webhook): each must get a well-formed
 // AdmissionReview error (or a 4xx), never a panic or an allow.
 func TestDaemonSetWebhook_BadInput(t *testing.T) {
 	h, _, _ := newTestHandler(t, "")
-	wh := &admission.Webhook{Handler: h}
+	wh := h.HTTPHandler()
 	review := func(req admission.Request) []byte {
 		data, err := json.Marshal(admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},

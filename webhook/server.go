@@ -446,10 +446,7 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 				return
 			}
 			rest := r.Body
-			r.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(body), rest), rest}
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
 		}
 		if gc != nil {
 			g.set(gc, true, false)

@@ -353,7 +353,7 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
 	dsHandler.FailOpenNamespaces = o.failOpen
 	dsHandler.ClientAuth = o.clientCAFile != ""
-	srv.Register(dswebhook.DaemonSetPath, &admission.Webhook{Handler: dsHandler})
+	srv.Register(dswebhook.DaemonSetPath, dsHandler.HTTPHandler())
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
 }

@@ -1,0 +1,174 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/dsguard/dsguard/coverage"
+)
+
+// apiserverReviews returns the AdmissionReviews a real kube-apiserver sent
+// (the fuzz corpus, recorded by test/e2e/capture), by file name.
+func apiserverReviews(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob("testdata/fuzz/FuzzDaemonSetReview/apiserver-review-*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded reviews (%v)", err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A corpus file is "go test fuzz v1" and one []byte("...") line.
+		_, entry, _ := strings.Cut(string(data), "\n")
+		entry = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(entry), "[]byte("), ")")
+		body, err := strconv.Unquote(entry)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[filepath.Base(f)] = []byte(body)
+	}
+	return out
+}
+
+// countingHandler counts the requests it passes on.
+type countingHandler struct {
+	next  http.Handler
+	calls int
+}
+
+func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.calls++
+	c.next.ServeHTTP(w, r)
+}
+
+func serve(t testing.TB, h http.Handler, body []byte, contentType string) admissionv1.AdmissionReview {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, DaemonSetPath, bytes.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	h.ServeHTTP(rec, r)
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("HTTP %d, the answer is no AdmissionReview (%v): %s", rec.Code, err, rec.Body.String())
+	}
+	return out
+}
+
+// diffNodes are a few nodes that make node-coverage and the live form of
+// control-plane-toleration speak.
+func diffNodes() *coverage.NodeSnapshot {
+	return coverage.NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{"kubernetes.io/os": "linux"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"kubernetes.io/os": "linux"}}},
+	})
+}
+
+// TestHTTPHandler_AnswersAsControllerRuntime sends the reviews a real API
+// server sent, and requests made to take every turn of the one-pass decode,
+// through HTTPHandler and through controller-runtime's admission.Webhook
+// around the same handler: the answers must be equal, and the reviews an API
+// server sends must be taken by the one-pass decode (not handed on).
+func TestHTTPHandler_AnswersAsControllerRuntime(t *testing.T) {
+	h, _, _ := newTestHandler(t, "")
+	h.nodes = diffNodes
+	slow := &countingHandler{next: &admission.Webhook{Handler: h}}
+	fast := newReviewHandler(h, slow)
+	reference := &admission.Webhook{Handler: h}
+
+	review := func(req admission.Request, mutate ...func(map[string]any)) []byte {
+		data, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request:  &req.AdmissionRequest,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mutate) == 0 {
+			return data
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range mutate {
+			f(m)
+		}
+		if data, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	reqOf := func(m map[string]any) map[string]any { return m["request"].(map[string]any) }
+	object := func(m map[string]any) map[string]any { return reqOf(m)["object"].(map[string]any) }
+	pod := request(t, admissionv1.Create, &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "monitoring"}}, nil)
+	update := request(t, admissionv1.Update, compliantDS(noTolerations, relabel), compliantDS(noTolerations))
+	updateSpec := request(t, admissionv1.Update, compliantDS(noTolerations, latestImage), compliantDS(latestImage))
+
+	bodies := map[string][]byte{}
+	taken := map[string]bool{}
+	for name, body := range apiserverReviews(t) {
+		bodies[name], taken[name] = body, true
+	}
+	for name, c := range map[string]struct {
+		body  []byte
+		taken bool
+	}{
+		"create, compliant":                    {review(request(t, admissionv1.Create, compliantDS(), nil)), true},
+		"create, denied":                       {review(request(t, admissionv1.Create, compliantDS(noTolerations, halfFleet), nil)), true},
+		"update, labels only":                  {review(update), true},
+		"update, new violation":                {review(updateSpec), true},
+		"create in a fail-open namespace":      {review(request(t, admissionv1.Create, compliantDS(inNamespace("kube-system"), noTolerations), nil)), true},
+		"create in dsguard's namespace":        {review(request(t, admissionv1.Create, compliantDS(inNamespace(ownNamespace)), nil)), true},
+		"delete":                               {review(request(t, admissionv1.Delete, nil, compliantDS())), false},
+		"update without the old object":        {review(request(t, admissionv1.Update, compliantDS(), nil)), false},
+		"a Pod as the object":                  {review(pod), false},
+		"object of another kind":               {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { object(m)["kind"] = "Deployment" }), false},
+		"object of another version":            {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { object(m)["apiVersion"] = "apps/v1beta2" }), false},
+		"object without apiVersion and kind":   {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { delete(object(m), "apiVersion"); delete(object(m), "kind") }), true},
+		"object that does not decode":          {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { object(m)["spec"] = "x" }), false},
+		"undecodable in a fail-open namespace": {review(request(t, admissionv1.Create, compliantDS(inNamespace("kube-system")), nil), func(m map[string]any) { object(m)["spec"] = 1 }), false},
+		"null object":                          {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { reqOf(m)["object"] = nil }), false},
+		"v1beta1 review":                       {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { m["apiVersion"] = "admission.k8s.io/v1beta1" }), false},
+		"review without apiVersion":            {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { delete(m, "apiVersion") }), false},
+		"field names in another case":          {review(request(t, admissionv1.Create, compliantDS(), nil), func(m map[string]any) { object(m)["Spec"] = object(m)["spec"]; delete(object(m), "spec") }), true},
+		"review without request":               {[]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), false},
+		"malformed JSON":                       {[]byte(`{"request": {`), false},
+	} {
+		bodies[name], taken[name] = c.body, c.taken
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			before := slow.calls
+			got := serve(t, fast, body, "application/json")
+			if handedOn := slow.calls > before; handedOn == taken[name] {
+				t.Errorf("handed on to admission.Webhook: %v, want %v", handedOn, !taken[name])
+			}
+			want := serve(t, reference, body, "application/json")
+			if !reflect.DeepEqual(got, want) {
+				g, _ := json.Marshal(got)
+				w, _ := json.Marshal(want)
+				t.Errorf("answers differ:\none pass:           %s\nadmission.Webhook: %s", g, w)
+			}
+		})
+	}
+}
