@@ -63,13 +63,24 @@ func (rh *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rh.slow.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes))
+	body, taken := []byte(nil), false
+	if b, ok := r.Body.(*bufferedBody); ok {
+		// The server has read it already.
+		body, taken = b.unread()
+	}
+	var err error
+	if !taken {
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxReviewBytes))
+	}
 	if err != nil || len(body) >= maxReviewBytes {
 		// admission.Webhook reads the same bytes again, then the error
 		// or the rest, and refuses as it always has.
-		rest := r.Body
-		if err != nil {
-			rest = io.NopCloser(errReader{err})
+		var rest io.Reader = r.Body
+		switch {
+		case err != nil:
+			rest = errReader{err}
+		case taken:
+			rest = http.NoBody // body is all of it
 		}
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), r.Body}
 		rh.slow.ServeHTTP(w, r)
@@ -84,7 +95,7 @@ func (rh *reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := admission.Request{AdmissionRequest: review.Request.AdmissionRequest}
 	// As admission.Webhook.Handle: the request's logger in the context,
 	// the response completed with the request's UID.
-	reqLog := admission.DefaultLogConstructor(rh.log, &req)
+	reqLog := admission.DefaultLogConstructor(lazyValues(rh.log), &req)
 	ctx := logf.IntoContext(r.Context(), reqLog)
 	resp := rh.h.judge(ctx, req, decoded{object: review.Request.Object, oldObject: review.Request.OldObject})
 	if err := resp.Complete(req); err != nil {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,11 +52,11 @@ func apiserverReviews(t testing.TB) map[string][]byte {
 // countingHandler counts the requests it passes on.
 type countingHandler struct {
 	next  http.Handler
-	calls int
+	calls atomic.Int32
 }
 
 func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.calls++
+	c.calls.Add(1)
 	c.next.ServeHTTP(w, r)
 }
 
@@ -158,9 +161,9 @@ func TestHTTPHandler_AnswersAsControllerRuntime(t *testing.T) {
 	}
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
-			before := slow.calls
+			before := slow.calls.Load()
 			got := serve(t, fast, body, "application/json")
-			if handedOn := slow.calls > before; handedOn == taken[name] {
+			if handedOn := slow.calls.Load() > before; handedOn == taken[name] {
 				t.Errorf("handed on to admission.Webhook: %v, want %v", handedOn, !taken[name])
 			}
 			want := serve(t, reference, body, "application/json")
@@ -168,6 +171,77 @@ func TestHTTPHandler_AnswersAsControllerRuntime(t *testing.T) {
 				g, _ := json.Marshal(got)
 				w, _ := json.Marshal(want)
 				t.Errorf("answers differ:\none pass:           %s\nadmission.Webhook: %s", g, w)
+			}
+		})
+	}
+}
+
+// TestServer_ServesRecordedReviews sends the reviews a real API server sent
+// through the hardened server (TLS, the connection guard, the body read
+// whole before the handler) to HTTPHandler, which must take each one's
+// body as the server read it, and answer as admission.Webhook does.
+func TestServer_ServesRecordedReviews(t *testing.T) {
+	h, _, _ := newTestHandler(t, "")
+	h.nodes = diffNodes
+	slow := &countingHandler{next: &admission.Webhook{Handler: h}}
+	reference := &admission.Webhook{Handler: h}
+	var buffered atomic.Int32
+	pki := newTestPKI(t)
+	addr := startTestServer(t, pki, ServerOptions{}, nil, func(srv *Server) {
+		srv.Register(DaemonSetPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := r.Body.(*bufferedBody); ok {
+				buffered.Add(1)
+			}
+			newReviewHandler(h, slow).ServeHTTP(w, r)
+		}))
+	})
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
+	defer client.CloseIdleConnections()
+	reviews := apiserverReviews(t)
+	for name, body := range reviews {
+		resp, err := client.Post("https://"+addr+DaemonSetPath, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got admissionv1.AdmissionReview
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s: the answer is no AdmissionReview: %v", name, err)
+		}
+		if want := serve(t, reference, body, "application/json"); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: answers differ:\nserved:            %+v\nadmission.Webhook: %+v", name, got.Response, want.Response)
+		}
+	}
+	if int(buffered.Load()) != len(reviews) || slow.calls.Load() != 0 {
+		t.Errorf("%d of %d bodies reached the handler as the server read them, %d were handed on; want all, none",
+			buffered.Load(), len(reviews), slow.calls.Load())
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	tests := []struct {
+		name          string
+		size          int
+		contentLength int64
+		wantLen       int
+	}{
+		{"ordinary review", 12 << 10, 12 << 10, 12 << 10},
+		{"no Content-Length", 12 << 10, -1, 12 << 10},
+		{"Content-Length larger than the body", 100, 7 << 20, 100},
+		{"above the preallocation", 300 << 10, 300 << 10, 300 << 10},
+		{"past the limit: one byte more than it", maxReviewBytes + 10, maxReviewBytes + 10, maxReviewBytes + 1},
+		{"empty", 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := bytes.Repeat([]byte("x"), tt.size)
+			got, err := readBody(bytes.NewReader(data), tt.contentLength)
+			if err != nil || len(got) != tt.wantLen || !bytes.Equal(got, data[:tt.wantLen]) {
+				t.Fatalf("read %d bytes (%v), want the first %d", len(got), err, tt.wantLen)
+			}
+			if tt.contentLength > 0 && tt.contentLength == int64(tt.size) && tt.size <= maxBodyPrealloc && cap(got) > tt.size+bytes.MinRead {
+				t.Errorf("the buffer grew to %d for a body of %d whose length was announced", cap(got), tt.size)
 			}
 		})
 	}

@@ -439,14 +439,18 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), laneKey{}, use))
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+			body, err := readBody(r.Body, r.ContentLength)
 			if err != nil {
 				w.Header().Set("Connection", "close")
 				w.WriteHeader(http.StatusRequestTimeout)
 				return
 			}
 			rest := r.Body
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
+			if len(body) > maxReviewBytes {
+				r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
+			} else {
+				r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body, Closer: rest}
+			}
 		}
 		if gc != nil {
 			g.set(gc, true, false)
@@ -454,6 +458,40 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxBodyPrealloc bounds the buffer reserved for a body from its
+// Content-Length before the body arrives: ordinary reviews fit, and a
+// client that announces a large body and sends nothing cannot make the
+// server reserve much.
+const maxBodyPrealloc = 64 << 10
+
+// readBody reads a body up to one byte past maxReviewBytes into a buffer
+// sized from its Content-Length, so that an ordinary review is read
+// without growing the buffer again and again.
+func readBody(body io.Reader, contentLength int64) ([]byte, error) {
+	size := int64(0)
+	if contentLength > 0 {
+		size = min(contentLength, maxBodyPrealloc)
+	}
+	// The spare bytes.MinRead let the buffer see the end of the body
+	// without growing.
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	_, err := buf.ReadFrom(io.LimitReader(body, maxReviewBytes+1))
+	return buf.Bytes(), err
+}
+
+// bufferedBody is a request body track has read whole: HTTPHandler takes
+// its bytes instead of copying them again.
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+	io.Closer
+}
+
+// unread returns the whole body while nobody has read from it.
+func (b *bufferedBody) unread() ([]byte, bool) {
+	return b.data, b.Len() == len(b.data)
 }
 
 // throttledLog passes on at most one line per interval and counts the

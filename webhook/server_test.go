@@ -71,7 +71,9 @@ func newTestPKI(t *testing.T) testPKI {
 
 // startTestServer starts a Server on a free local port with a handler at
 // /echo that says whether the caller was authenticated.
-func startTestServer(t *testing.T, pki testPKI, opts ServerOptions, onEvict func()) string {
+// startTestServer starts a Server with the /echo and /lane routes, and
+// whatever register adds, and returns its address.
+func startTestServer(t *testing.T, pki testPKI, opts ServerOptions, onEvict func(), register ...func(*Server)) string {
 	t.Helper()
 	opts.Host, opts.Port = "127.0.0.1", 0
 	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) {
@@ -85,6 +87,9 @@ func startTestServer(t *testing.T, pki testPKI, opts ServerOptions, onEvict func
 		fmt.Fprintf(w, "authenticated=%v", Authenticated(r.Context()))
 	}))
 	srv.Register("/lane", http.HandlerFunc(laneReporter))
+	for _, r := range register {
+		r(srv)
+	}
 	ctx := t.Context()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()
