@@ -440,13 +440,48 @@ func matchAffinity(node *corev1.Node, spec *corev1.PodSpec, affinity nodeaffinit
 		return "", true
 	}
 	if *relaxed == nil {
-		r := withoutOSArch(spec)
-		*relaxed = &r
+		if selectsOSArch(spec) {
+			r := withoutOSArch(spec)
+			*relaxed = &r
+		} else {
+			*relaxed = &unrelaxed
+		}
+	}
+	if *relaxed == &unrelaxed {
+		// Nothing to relax: the relaxed affinity is the affinity, which
+		// did not match. Half the tests of every class a selector skips.
+		return SkipSelector, false
 	}
 	if ok, _ := (*relaxed).Match(node); ok {
 		return SkipOSArch, false
 	}
 	return SkipSelector, false
+}
+
+// unrelaxed stands, by its address, for the relaxed affinity of a spec that
+// selects by no OS or architecture label: the same as its affinity.
+var unrelaxed nodeaffinity.RequiredNodeAffinity
+
+// selectsOSArch reports whether the nodeSelector or a required node affinity
+// term reads an OS or architecture label.
+func selectsOSArch(spec *corev1.PodSpec) bool {
+	for k := range spec.NodeSelector {
+		if IsOSArchLabel(k) {
+			return true
+		}
+	}
+	a := spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range t.MatchExpressions {
+			if IsOSArchLabel(r.Key) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // untoleratedTaint returns the first NoSchedule or NoExecute taint the
