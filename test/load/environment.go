@@ -86,6 +86,7 @@ type setupFigures struct {
 	dsguardReady     time.Duration
 	rssReady         int64
 	rssSettled       int64
+	memoryReady      memoryPoint
 	apiserverVersion string
 }
 
@@ -189,15 +190,18 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 		"--host", host, "--port", strconv.Itoa(wio.LocalServingPort), "--cert-dir", wio.LocalServingCertDir,
 		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort)),
 		"--metrics-bind-address", "0", "--shutdown-timeout", "5s"}
+	// dsguard's profiling endpoints are always on: the memory figures
+	// read the Go heap there.
+	dsguardPprof, noopPprof, err := pprofAddresses()
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--pprof-bind-address", dsguardPprof)
+	e.dsguardPprof = "http://" + dsguardPprof
 	var noopArgs []string
 	if o.profile != "" {
-		dsguardPprof, noopPprof, err := pprofAddresses()
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, "--pprof-bind-address", dsguardPprof)
 		noopArgs = append(noopArgs, "--pprof", noopPprof)
-		e.dsguardPprof, e.noopPprof = "http://"+dsguardPprof, "http://"+noopPprof
+		e.noopPprof = "http://" + noopPprof
 	}
 	e.dsguard, err = startProcess(e.dir, "dsguard", env, bin, args...)
 	if err != nil {
@@ -208,6 +212,7 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	}
 	e.setup.dsguardReady = time.Since(start)
 	e.setup.rssReady, _ = e.dsguard.rss()
+	e.setup.memoryReady = e.memoryNow("ready", o.profile)
 	e.dsguardURL = "https://" + net.JoinHostPort(host, strconv.Itoa(wio.LocalServingPort)) + daemonSetURL
 	logf("dsguard ready in %s, RSS %s", e.setup.dsguardReady.Round(100*time.Millisecond), mib(e.setup.rssReady))
 

@@ -89,7 +89,7 @@ func main() {
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 256<<20, "container memory limit in bytes dsguard is given as the chart gives it "+
 		"(DSGUARD_MEMORY_LIMIT, from the chart's default limits.memory); 0 for none")
 	phases := flag.String("phases", strings.Join(allPhases, ","), "measurements to run, comma-separated: "+strings.Join(allPhases, ", "))
-	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of dsguard and the no-op webhook under each direct load step to this directory")
+	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of dsguard and the no-op webhook under each direct load step, and dsguard's heap profile at each moment of the memory table, to this directory")
 	flag.Parse()
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -147,6 +147,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	r.setup.rssSettled, _ = env.dsguard.rss()
+	r.memory = append(r.memory, env.setup.memoryReady, env.memoryNow("settled", o.profile))
 	if o.phases[phaseCPU] {
 		if err := measureCPUPhases(ctx, env, fleet, r); err != nil {
 			return fmt.Errorf("CPU phases: %w", err)
@@ -176,6 +177,7 @@ func run(ctx context.Context, o options) (err error) {
 			logf("%s failed: %v", phase.name, err)
 			r.failures = append(r.failures, phase.name+": "+err.Error())
 		}
+		r.memory = append(r.memory, env.memoryNow("after "+phase.name, o.profile))
 	}
 	r.peakRSS = env.dsguard.peakRSS()
 	r.loadEnd = loadAverage()

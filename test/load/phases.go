@@ -73,6 +73,7 @@ func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report
 			logf("  %d of %d updates failed, first: %v", load.failed, load.done+load.failed, load.firstErr)
 		}
 		r.cpu = append(r.cpu, cpuPhase{name: p.name, target: p.target, rate: p.rate, load: load, use: use})
+		r.memory = append(r.memory, env.memoryNow("end of "+p.name, r.opts.profile))
 		logf("  dsguard %.1f %% of a core, RSS avg %s max %s; %.1f updates/s achieved",
 			use.cpu*100, mib(use.rssAvg), mib(use.rssMax), load.rate)
 		if err := cleanup(ctx); err != nil {

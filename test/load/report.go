@@ -25,6 +25,7 @@ type report struct {
 	createUse          usage
 	direct             []directStep
 	peakRSS            int64
+	memory             []memoryPoint
 	failures           []string
 }
 
@@ -52,6 +53,7 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- dsguard given a container memory limit of %s (DSGUARD_MEMORY_LIMIT, as the chart sets it)\n", limit)
 	fmt.Fprintf(w, "- dsguard ready %s after start; RSS %s when ready, %s settled, %s peak over the run (target ≤ 64 MiB at 5,000 nodes)\n\n",
 		s.dsguardReady.Round(100*time.Millisecond), mib(s.rssReady), mib(s.rssSettled), mib(r.peakRSS))
+	r.writeMemory(w)
 	if len(r.cpu) > 0 {
 		r.writeCPU(w)
 	}

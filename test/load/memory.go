@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// memoryPoint is dsguard's memory at one moment of the run. RSS is the sum
+// of anonymous memory (the Go heap, stacks and runtime: what the process
+// allocated) and file pages (the parts of the binary it has touched; clean,
+// so the kernel can reclaim them under pressure, but they count in RSS and
+// in a container's working set).
+type memoryPoint struct {
+	moment          string
+	rss, anon, file int64
+	heap            heapStats
+	heapErr         error
+}
+
+// heapStats are the Go runtime's heap figures (runtime.MemStats), as
+// /debug/pprof/heap?debug=1 prints them.
+type heapStats struct {
+	// alloc is the heap's live objects and the garbage not yet collected;
+	// inuse the spans holding them; fromOS what the heap holds from the
+	// operating system (HeapSys less HeapReleased); nextGC the heap size
+	// at which the next collection starts.
+	alloc, inuse, fromOS, nextGC int64
+}
+
+// memoryNow returns dsguard's memory now, as moment, and with -profile
+// (profileDir) writes its heap profile there (dsguard-heap-<moment>.pb.gz).
+func (e *environment) memoryNow(moment, profileDir string) memoryPoint {
+	p := memoryPoint{moment: moment}
+	p.rss, _ = e.dsguard.status("VmRSS:")
+	p.anon, _ = e.dsguard.status("RssAnon:")
+	p.file, _ = e.dsguard.status("RssFile:")
+	p.heap, p.heapErr = readHeapStats(e.dsguardPprof)
+	logf("dsguard memory %s: RSS %s (anonymous %s, binary %s), Go heap in use %s", moment, mib(p.rss), mib(p.anon),
+		mib(p.file), mib(p.heap.inuse))
+	if profileDir != "" && e.dsguardPprof != "" {
+		path := filepath.Join(profileDir, "dsguard-heap-"+slug(moment)+".pb.gz")
+		if err := fetch(e.dsguardPprof+"/debug/pprof/heap", path); err != nil {
+			logf("heap profile %s: %v", moment, err)
+		}
+	}
+	return p
+}
+
+// readHeapStats reads the runtime's heap figures from a pprof endpoint. It
+// does not collect garbage first: the figures are the process's as it runs.
+func readHeapStats(pprofURL string) (heapStats, error) {
+	var h heapStats
+	if pprofURL == "" {
+		return h, fmt.Errorf("no profiling endpoint")
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(pprofURL + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return h, err
+	}
+	stats := map[string]int64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// "# HeapInuse = 35127296"
+		name, value, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseInt(value, 10, 64); err == nil {
+			stats[name] = v
+		}
+	}
+	if _, ok := stats["HeapInuse"]; !ok {
+		return h, fmt.Errorf("no heap figures in the heap profile (HTTP %d)", resp.StatusCode)
+	}
+	return heapStats{alloc: stats["HeapAlloc"], inuse: stats["HeapInuse"],
+		fromOS: stats["HeapSys"] - stats["HeapReleased"], nextGC: stats["NextGC"]}, nil
+}
+
+// fetch writes what url answers to path.
+func fetch(url, path string) error {
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, data)
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// slug turns a moment's name into a file name part.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(s) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+// writeMemory prints the memory table.
+func (r *report) writeMemory(w io.Writer) {
+	fmt.Fprintln(w, "### dsguard memory through the run")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| moment | RSS | anonymous | binary pages | Go heap alloc | Go heap in use | Go heap from the OS | next GC at |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, p := range r.memory {
+		heap := "| - | - | - | -"
+		if p.heapErr == nil {
+			heap = fmt.Sprintf("| %s | %s | %s | %s", mib(p.heap.alloc), mib(p.heap.inuse), mib(p.heap.fromOS), mib(p.heap.nextGC))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s %s |\n", p.moment, mib(p.rss), mib(p.anon), mib(p.file), heap)
+	}
+	fmt.Fprintf(w, "\nPeak RSS (VmHWM) over the run: %s. Binary pages are the parts of dsguard's executable it has touched: "+
+		"clean and reclaimable, but counted in RSS. With -profile, the heap profiles of these moments are in %s.\n\n",
+		mib(r.peakRSS), profileDir(r.opts.profile))
+}
+
+func profileDir(dir string) string {
+	if dir == "" {
+		return "(not written: no -profile)"
+	}
+	return dir
+}
