@@ -40,16 +40,13 @@ type NodeView struct {
 	handlers []*func(NodeChange)
 	// initial holds the nodes by name until the first build (see Start).
 	initial map[string]*corev1.Node
-	// strings are the label and taint strings the cached nodes share
-	// (see Transform).
-	shared stringTable
 }
 
 // NodeChange is one node change, as the view applied it.
 type NodeChange struct {
 	// Old is the node before the change, nil when it was added; New is the
 	// node after it, nil when it was deleted. Both are as the informer's
-	// cache keeps them (stripped, see Transform) and must not be modified.
+	// cache keeps them (stripped, see StripNode) and must not be modified.
 	Old, New *corev1.Node
 }
 
@@ -196,16 +193,10 @@ func PredictionInputsChanged(old, n *corev1.Node) bool {
 		})
 }
 
-// Transform is the node informer's cache transform: it keeps only what the
-// prediction reads of a Node (see coverage.StripNode), with its label and
-// taint strings shared with the other nodes' (see stringTable). Other
-// objects pass unchanged.
-func (v *NodeView) Transform(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
+// StripNode is the node informer's cache transform (see coverage.StripNode).
+func StripNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		return coverage.StripNode(n), nil
 	}
-	s := coverage.StripNode(n)
-	v.shared.internNode(s)
-	return s, nil
+	return obj, nil
 }

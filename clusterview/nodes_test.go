@@ -2,13 +2,9 @@ package clusterview
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +13,7 @@ import (
 	"github.com/dsguard/dsguard/coverage"
 )
 
-func TestNodeView_Transform_KeepsOnlyWhatThePredictionReads(t *testing.T) {
+func TestStripNode_KeepsOnlyWhatThePredictionReads(t *testing.T) {
 	full := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "worker-1", UID: "u1", ResourceVersion: "42",
@@ -35,68 +31,20 @@ func TestNodeView_Transform_KeepsOnlyWhatThePredictionReads(t *testing.T) {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
-	v := &NodeView{}
-	got, err := v.Transform(full)
+	got, err := StripNode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := got.(*corev1.Node)
 	want := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "worker-1", UID: "u1", ResourceVersion: "42", Labels: maps.Clone(full.Labels)},
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-1", UID: "u1", ResourceVersion: "42", Labels: full.Labels},
 		Spec:       corev1.NodeSpec{Taints: full.Spec.Taints, Unschedulable: true},
 	}
 	if !reflect.DeepEqual(n, want) {
 		t.Errorf("stripped node = %+v, want %+v", n, want)
 	}
-	if other, _ := v.Transform("not a node"); other != "not a node" {
+	if other, _ := StripNode("not a node"); other != "not a node" {
 		t.Error("objects that are not Nodes must pass through unchanged")
-	}
-}
-
-// TestNodeView_Transform_SharesStrings: nodes decoded apart carry equal
-// label keys, values and taint strings in one copy.
-func TestNodeView_Transform_SharesStrings(t *testing.T) {
-	decoded := func(name string) *corev1.Node {
-		// strings.Clone: each decoded node has copies of its own.
-		return &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				strings.Clone(corev1.LabelHostname): name, strings.Clone(corev1.LabelTopologyZone): strings.Clone("zone-a")}},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: strings.Clone("dedicated"), Value: strings.Clone("infra"),
-				Effect: corev1.TaintEffectNoSchedule}}},
-		}
-	}
-	v := &NodeView{}
-	a, _ := v.Transform(decoded("w-1"))
-	b, _ := v.Transform(decoded("w-2"))
-	na, nb := a.(*corev1.Node), b.(*corev1.Node)
-	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
-	if !same(na.Labels[corev1.LabelTopologyZone], nb.Labels[corev1.LabelTopologyZone]) {
-		t.Error("the zone label's value is not shared")
-	}
-	for k := range na.Labels {
-		for k2 := range nb.Labels {
-			if k == k2 && !same(k, k2) {
-				t.Errorf("label key %s is not shared", k)
-			}
-		}
-	}
-	if ta, tb := na.Spec.Taints[0], nb.Spec.Taints[0]; !same(ta.Key, tb.Key) || !same(ta.Value, tb.Value) {
-		t.Error("the taint's key and value are not shared")
-	}
-	if na.Labels[corev1.LabelHostname] != "w-1" || nb.Labels[corev1.LabelHostname] != "w-2" {
-		t.Errorf("hostnames %q %q, want w-1 w-2", na.Labels[corev1.LabelHostname], nb.Labels[corev1.LabelHostname])
-	}
-}
-
-// TestStringTable_StaysBounded: strings met once (hostnames) do not pile
-// up past maxInterned.
-func TestStringTable_StaysBounded(t *testing.T) {
-	var tab stringTable
-	for i := range 3 * maxInterned {
-		tab.intern(fmt.Sprintf("node-%d", i))
-	}
-	if n := len(tab.m); n > maxInterned {
-		t.Errorf("table holds %d strings, want at most %d", n, maxInterned)
 	}
 }
 

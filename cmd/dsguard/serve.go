@@ -274,7 +274,7 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 				Field:      fields.OneTermEqualSelector("metadata.name", o.policyName),
 			},
 			// Nodes: only names, labels and taints are kept.
-			&corev1.Node{}: {Transform: nodes.Transform},
+			&corev1.Node{}: {Transform: clusterview.StripNode},
 			// DaemonSets: the auditor reads metadata, spec and status.
 			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
