@@ -3,9 +3,14 @@ package vap
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +22,9 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
+	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/lazy"
 )
 
 // The pieces below are the API server's own validating admission policy
@@ -41,15 +48,16 @@ type compiled struct {
 	matches     plugincel.ConditionEvaluator // nil without matchConditions
 	validations plugincel.ConditionEvaluator
 	messages    plugincel.ConditionEvaluator
-	// single holds every expression of the policy compiled on its own
-	// (with the policy's variables), to measure each one's cost.
+	// variables are the policy's variables, compiled, by name.
+	variables map[string]plugincel.CompilationResult
+	// single holds every match condition, validation and message compiled
+	// on its own (with the policy's variables), to measure each one's cost.
 	single []singleExpression
 }
 
 // singleExpression is one expression of a policy, compiled alone.
 type singleExpression struct {
-	field     string // e.g. spec.validations[0].messageExpression
-	match     bool   // a match condition (its own, smaller budget)
+	field     string // e.g. validations[0].messageExpression
 	evaluator plugincel.ConditionEvaluator
 }
 
@@ -64,12 +72,10 @@ func compileResult(t testing.TB, res *Result) []compiled {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vars := make([]plugincel.NamedExpressionAccessor, len(p.Spec.Variables))
-		for j, v := range p.Spec.Variables {
-			vars[j] = &validating.Variable{Name: v.Name, Expression: v.Expression}
+		c := compiled{policy: p, action: res.Bindings[i].Spec.ValidationActions[0], variables: map[string]plugincel.CompilationResult{}}
+		for _, v := range p.Spec.Variables {
+			c.variables[v.Name] = compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, withAuthz, environment.StoredExpressions)
 		}
-		compiler.CompileAndStoreVariables(vars, withAuthz, environment.StoredExpressions)
-		c := compiled{policy: p, action: res.Bindings[i].Spec.ValidationActions[0]}
 		var matcher matchconditions.Matcher
 		if len(p.Spec.MatchConditions) > 0 {
 			accessors := make([]plugincel.ExpressionAccessor, len(p.Spec.MatchConditions))
@@ -87,19 +93,16 @@ func compileResult(t testing.TB, res *Result) []compiled {
 		}
 		c.validations = compiler.CompileCondition(validations, withAuthz, environment.StoredExpressions)
 		c.messages = compiler.CompileCondition(messages, withoutAuthz, environment.StoredExpressions)
-		single := func(field string, match bool, e plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations) {
-			c.single = append(c.single, singleExpression{field, match,
+		single := func(field string, e plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations) {
+			c.single = append(c.single, singleExpression{field,
 				compiler.CompileCondition([]plugincel.ExpressionAccessor{e}, opts, environment.StoredExpressions)})
 		}
 		for j := range p.Spec.MatchConditions {
-			single(fmt.Sprintf("spec.matchConditions[%d]", j), true, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[j]), withAuthz)
-		}
-		for j, v := range p.Spec.Variables {
-			single(fmt.Sprintf("spec.variables[%d]", j), false, &validating.Variable{Name: v.Name, Expression: v.Expression}, withAuthz)
+			single("matchConditions."+p.Spec.MatchConditions[j].Name, (*matchconditions.MatchCondition)(&p.Spec.MatchConditions[j]), withAuthz)
 		}
 		for j := range p.Spec.Validations {
-			single(fmt.Sprintf("spec.validations[%d].expression", j), false, validations[j], withAuthz)
-			single(fmt.Sprintf("spec.validations[%d].messageExpression", j), false, messages[j], withoutAuthz)
+			single(fmt.Sprintf("validations[%d].expression", j), validations[j], withAuthz)
+			single(fmt.Sprintf("validations[%d].messageExpression", j), messages[j], withoutAuthz)
 		}
 		c.validator = validating.NewValidator(c.validations, matcher, compiler.CompileCondition(nil, withAuthz, environment.StoredExpressions),
 			c.messages, p.Spec.FailurePolicy, nil)
@@ -198,46 +201,170 @@ func admit(t testing.TB, policies []compiled, r request) (string, []string) {
 // cost is what a policy's CEL costs on a request, in the API server's cost
 // units.
 type cost struct {
-	// expression is the most expensive single expression, and field names it.
-	expression int64
-	field      string
+	// programs is the cost of each program the request ran, by field
+	// (variables.<name>, matchConditions.<name>,
+	// validations[i].expression or .messageExpression): each is limited to
+	// celconfig.PerCallLimit on its own. A variable's cost is charged to the
+	// budgets once per evaluation that reads it, but never to the program
+	// that reads it.
+	programs map[string]int64
 	// matchConditions and validations are the policy's totals against the
-	// budgets per binding (messages and the variables they use included).
+	// budgets per binding (messages and the variables they read included).
 	matchConditions, validations int64
 }
 
-// measure evaluates every expression of the policy alone, then the match
-// conditions and the validations with their messages together, as the API
-// server charges them.
-func measure(t testing.TB, c *compiled, r request, attrs *admission.VersionedAttributes) cost {
+// costContext stands in for the API server's composition context (the
+// lazily evaluated variables of one evaluation) and records what each
+// variable it reads costs on its own. Variables are evaluated once per
+// request and shared, by their expression, through the cache; each read is
+// charged as the API server charges it.
+type costContext struct {
+	context.Context
+	compiled *compiled
+	cache    map[string]*evaluated
+	read     map[string]bool
+	pending  int64
+	// reading collects, per variable being evaluated, the variables it
+	// reads in turn.
+	reading []map[string]bool
+}
+
+// evaluated is a variable's value and cost on one request, and the
+// variables its evaluation read (charged again with every read of it).
+type evaluated struct {
+	value ref.Val
+	cost  int64
+	err   error
+	reads map[string]bool
+}
+
+// expressionOf is the expression of the policy's variable name.
+func (c *compiled) expressionOf(name string) string {
+	for _, v := range c.policy.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	return ""
+}
+
+func newCostContext(c *compiled, cache map[string]*evaluated) *costContext {
+	return &costContext{Context: context.Background(), compiled: c, cache: cache, read: map[string]bool{}}
+}
+
+// variablesType names the variables' object type, as the API server does.
+var variablesType = apiservercel.NewObjectType("kubernetes.variables", map[string]*apiservercel.DeclField{})
+
+func (c *costContext) Variables(activation any) ref.Val {
+	m := lazy.NewMapValue(variablesType)
+	for _, v := range c.compiled.policy.Spec.Variables {
+		result := c.compiled.variables[v.Name]
+		m.Append(v.Name, func(*lazy.MapValue) ref.Val {
+			e := c.cache[v.Expression]
+			fresh := e == nil
+			if fresh {
+				e = &evaluated{reads: map[string]bool{}}
+				c.reading = append(c.reading, e.reads)
+				if result.Error != nil {
+					e.err = result.Error
+				} else {
+					var details *cel.EvalDetails
+					e.value, details, e.err = result.Program.ContextEval(c, activation)
+					if details != nil && details.ActualCost() != nil {
+						e.cost = int64(*details.ActualCost())
+					}
+				}
+				c.reading = c.reading[:len(c.reading)-1]
+				c.cache[v.Expression] = e
+			}
+			names := []string{v.Name}
+			if !fresh {
+				// Fresh, it read them itself.
+				names = append(names, slices.Collect(maps.Keys(e.reads))...)
+			}
+			for _, name := range names {
+				for _, r := range c.reading {
+					r[name] = true
+				}
+				// The API server evaluates a variable once per evaluation.
+				if !c.read[name] {
+					c.read[name] = true
+					c.pending += c.cache[c.compiled.expressionOf(name)].cost
+				}
+			}
+			if e.err != nil {
+				return types.NewErr("variable %q: %v", v.Name, e.err)
+			}
+			return e.value
+		})
+	}
+	return m
+}
+
+func (c *costContext) GetAndResetCost() int64 {
+	cost := c.pending
+	c.pending = 0
+	return cost
+}
+
+// measure evaluates every match condition, validation and message of the
+// policy alone, and each variable they read, and adds up what the API
+// server charges to the budgets per binding: the match conditions, and the
+// validations with every message, each variable once per group that reads
+// it (an upper bound: messages run only for failed validations). cache
+// holds the variables evaluated for this request so far.
+func measure(t testing.TB, c *compiled, r request, attrs *admission.VersionedAttributes, cache map[string]*evaluated) cost {
 	t.Helper()
-	ctx := context.Background()
 	req := plugincel.CreateAdmissionRequest(attrs.Attributes, metav1.GroupVersionResource(daemonSetGVR), metav1.GroupVersionKind(daemonSetGVK))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.namespace}}
-	spend := func(what string, e plugincel.ConditionEvaluator, budget int64) int64 {
-		results, left, err := e.ForInput(ctx, attrs, req, plugincel.OptionalVariableBindings{}, ns, budget)
-		if err != nil {
+	out := cost{programs: map[string]int64{}}
+	// A message that refers to a missing item (the policy found nothing)
+	// fails harmlessly; anything else is a bug.
+	failed := func(what string, err error) {
+		if err != nil && (!strings.Contains(what, "message") || strings.Contains(err.Error(), "cost")) {
 			t.Errorf("%s %s: %v", c.policy.Name, what, err)
 		}
+	}
+	read := map[string]map[string]bool{"match": {}, "validations": {}, "messages": {}}
+	for _, s := range c.single {
+		ctx := newCostContext(c, cache)
+		inner := s.evaluator.(*plugincel.CompositedConditionEvaluator).ConditionEvaluator
+		results, left, err := inner.ForInput(ctx, attrs, req, plugincel.OptionalVariableBindings{}, ns, celconfig.RuntimeCELCostBudget)
+		failed(s.field, err)
+		group := "validations"
+		switch {
+		case strings.HasPrefix(s.field, "matchConditions."):
+			group = "match"
+		case strings.HasSuffix(s.field, "messageExpression"):
+			group = "messages"
+		}
+		var variables int64
+		for name := range ctx.read {
+			e := cache[c.expressionOf(name)]
+			variables += e.cost
+			out.programs["variables."+name] = e.cost
+			read[group][name] = true
+			failed(s.field+" reading variables."+name, e.err)
+		}
 		for _, res := range results {
-			// A message that refers to a missing item (the policy found
-			// nothing) fails harmlessly; anything else is a bug.
-			if res.Error != nil && !strings.Contains(what, "message") {
-				t.Errorf("%s %s: %v", c.policy.Name, what, res.Error)
+			failed(s.field, res.Error)
+		}
+		own := celconfig.RuntimeCELCostBudget - left - variables
+		out.programs[s.field] = own
+		if group == "match" {
+			out.matchConditions += own
+		} else {
+			out.validations += own
+		}
+	}
+	for group, names := range read {
+		for name := range names {
+			if group == "match" {
+				out.matchConditions += out.programs["variables."+name]
+			} else {
+				out.validations += out.programs["variables."+name]
 			}
 		}
-		return budget - left
 	}
-	var out cost
-	for _, s := range c.single {
-		if got := spend(s.field, s.evaluator, celconfig.PerCallLimit+1); got > out.expression {
-			out.expression, out.field = got, s.field
-		}
-	}
-	if c.matches != nil {
-		out.matchConditions = spend("match conditions", c.matches, celconfig.RuntimeCELCostBudgetMatchConditions)
-	}
-	out.validations = spend("validations", c.validations, celconfig.RuntimeCELCostBudget)
-	out.validations += spend("messages", c.messages, celconfig.RuntimeCELCostBudget)
 	return out
 }

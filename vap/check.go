@@ -2,7 +2,6 @@ package vap
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/dsguard/dsguard/policy"
 )
@@ -50,17 +49,26 @@ func perItem(cap policy.Action, levels []string, pred func(item, o string) strin
 	violated := func(o string) string {
 		return nestExists(o, levels, 0, func(item string, _ []string) string { return pred(item, o) })
 	}
-	introduced := nestExists("object", levels, 0, func(item string, idx []string) string {
-		// The same place in the old object: every list long enough.
-		var guards []string
-		path := "oldObject"
-		for i, l := range levels {
-			guards = append(guards, fmt.Sprintf("has(%s.%s)", path, l), fmt.Sprintf("%s < size(%s.%s)", idx[i], path, l))
-			path = fmt.Sprintf("%s.%s[%s]", path, l, idx[i])
-		}
-		return fmt.Sprintf("(%s && !(%s && %s))", pred(item, "object"), strings.Join(guards, " && "), pred(path, "oldObject"))
-	})
-	return check{cap: cap, violated: violated, introduced: introduced, message: message}
+	return check{cap: cap, violated: violated, introduced: introducedAt("object", "oldObject", levels, 0, pred), message: message}
+}
+
+// introducedAt is a CEL condition: an item under parent, at levels[depth:],
+// has a finding that the item at the same indexes under oldParent lacks.
+// Each old list is bound once per item of the level above (CEL has no let:
+// a one-element list binds it), so that judging an item costs an index, not
+// a walk down the old object from its root.
+func introducedAt(parent, oldParent string, levels []string, depth int, pred func(item, o string) string) string {
+	list, oldList := parent+"."+levels[depth], fmt.Sprintf("old%d", depth)
+	i, x := fmt.Sprintf("i%d", depth), fmt.Sprintf("x%d", depth)
+	var inner string
+	if depth == len(levels)-1 {
+		inner = fmt.Sprintf("(%s && !(%s < size(%s) && %s))", pred(x, "object"), i, oldList, pred(fmt.Sprintf("%s[%s]", oldList, i), "oldObject"))
+	} else {
+		inner = introducedAt(x, fmt.Sprintf("%s[%s]", oldList, i), levels, depth+1, pred)
+		inner = fmt.Sprintf("(%s < size(%s) ? %s : %s)", i, oldList, inner, nestExists(x, levels, depth+1, func(item string, _ []string) string { return pred(item, "object") }))
+	}
+	return fmt.Sprintf("(has(%[1]s) && [has(%[2]s.%[3]s) ? %[2]s.%[3]s : []].exists(%[4]s, %[1]s.exists(%[5]s, %[6]s, %[7]s)))",
+		list, oldParent, levels[depth], oldList, i, x, inner)
 }
 
 // nestExists renders nested exists() over levels; body gets the innermost

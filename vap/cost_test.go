@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"sort"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/utils/ptr"
 
+	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -54,6 +57,25 @@ func filled(t testing.TB, build func(n int) *appsv1.DaemonSet) *appsv1.DaemonSet
 		}
 	}
 	return build(lo)
+}
+
+// absentLabels are n requirements that hold on every model node: a label
+// they lack does not exist.
+func absentLabels(n int) []corev1.NodeSelectorRequirement {
+	rs := make([]corev1.NodeSelectorRequirement, n)
+	for i := range rs {
+		rs[i] = corev1.NodeSelectorRequirement{Key: "a", Operator: corev1.NodeSelectorOpDoesNotExist}
+	}
+	return rs
+}
+
+// onArm64 holds on the arm64 model node only.
+var onArm64 = corev1.NodeSelectorRequirement{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}
+
+// affinity sets the required node affinity's terms.
+func affinity(ds *appsv1.DaemonSet, terms []corev1.NodeSelectorTerm) {
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 }
 
 func base(name string) *appsv1.DaemonSet {
@@ -128,6 +150,51 @@ func worstCases(t testing.TB) map[string]*appsv1.DaemonSet {
 				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 			return ds
 		}),
+		// control-plane-toleration's placement check, which must read
+		// every requirement: absent keys DoesNotExist (all hold), one term,
+		// and last one that holds on the arm64 model node only.
+		"affinity-requirements": filled(t, func(n int) *appsv1.DaemonSet {
+			ds := base("affinity-requirements")
+			affinity(ds, []corev1.NodeSelectorTerm{{MatchExpressions: append(absentLabels(n), onArm64)}})
+			return ds
+		}),
+		// As many terms as the engine judges, each failing at its last
+		// requirement only.
+		"affinity-terms": filled(t, func(n int) *appsv1.DaemonSet {
+			ds := base("affinity-terms")
+			var terms []corev1.NodeSelectorTerm
+			for i := range policy.MaxAffinityTerms {
+				rs := []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}}
+				rs = append(rs, absentLabels(n)...)
+				rs = append(rs, corev1.NodeSelectorRequirement{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{fmt.Sprint(i)}})
+				terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: rs})
+			}
+			affinity(ds, terms)
+			return ds
+		}),
+		// As many values as the engine judges, each one checked to be a
+		// label value, then requirements that hold on both model nodes,
+		// then one that holds on the arm64 one only: both are read to the end.
+		"affinity-values": filled(t, func(n int) *appsv1.DaemonSet {
+			ds := base("affinity-values")
+			var values []string
+			for i := range policy.MaxAffinityValues - 1 {
+				values = append(values, fmt.Sprintf("%062d", i))
+			}
+			rs := []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpNotIn, Values: values}}
+			affinity(ds, []corev1.NodeSelectorTerm{{MatchExpressions: append(append(rs, absentLabels(n)...), onArm64)}})
+			return ds
+		}),
+		// Match fields that all hold, in one term.
+		"affinity-fields": filled(t, func(n int) *appsv1.DaemonSet {
+			ds := base("affinity-fields")
+			var fs []corev1.NodeSelectorRequirement
+			for i := range min(n, policy.MaxAffinityValues) {
+				fs = append(fs, corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{fmt.Sprint(i)}})
+			}
+			affinity(ds, []corev1.NodeSelectorTerm{{MatchFields: fs, MatchExpressions: absentLabels(max(n-policy.MaxAffinityValues, 0))}})
+			return ds
+		}),
 		// The API server allows 256 KiB of annotations in total.
 		"annotations": func() *appsv1.DaemonSet {
 			ds := base("annotations")
@@ -169,23 +236,120 @@ rules:
   invalid-annotation: {action: deny}
 `
 
+// costCases limits the measurement to the worst cases whose names match.
+var costCases = flag.String("vap.cases", "", "with -vap.cost: measure only the worst cases matching this regular expression")
+
+// costUpdate rewrites docs/modes.md's cost table from the measurement.
+var costUpdate = flag.Bool("vap.update", false, "with -vap.cost: write the measured costs into docs/modes.md")
+
+// costBudget is one of the API server's runtime CEL limits.
+type costBudget struct {
+	what  string
+	limit int64
+}
+
+var (
+	perProgram      = costBudget{"per expression (each variable, match condition, validation and message on its own)", celconfig.PerCallLimit}
+	matchConditions = costBudget{"per binding, its match conditions together", celconfig.RuntimeCELCostBudgetMatchConditions}
+	perBinding      = costBudget{"per binding, its validations and the messages of those that fail, with the variables they read", celconfig.RuntimeCELCostBudget}
+)
+
+// measured is the worst cost seen of an expression and where.
+type measured struct {
+	cost  int64
+	where string
+}
+
+func (m *measured) add(cost int64, where string) {
+	if cost > m.cost {
+		m.cost, m.where = cost, where
+	}
+}
+
 // TestRender_CostStaysUnderTheAPIServersLimits evaluates every generated
 // policy, as CREATE and as UPDATE, on DaemonSets at the API server's size
-// limit, with the API server's own cost accounting, and requires each
-// policy's match conditions and validations (messages included) to stay
-// under one expression's limit (celconfig.PerCallLimit), itself far below
-// the budgets per binding.
+// limit, with the API server's own cost accounting, and requires every
+// program (variable, match condition, validation, message) to stay under
+// the per-expression limit and each policy under the budgets per binding.
+// With -vap.update it writes the measured costs into docs/modes.md.
 func TestRender_CostStaysUnderTheAPIServersLimits(t *testing.T) {
 	if !*costTest {
-		t.Skip("takes minutes on DaemonSets of 1.5 MiB: run with -args -vap.cost (docs/modes.md)")
+		t.Skip("takes minutes on DaemonSets of 1.5 MiB: run with -timeout 60m -args -vap.cost (docs/modes.md)")
 	}
 	cases := worstCases(t)
+	if *costCases != "" {
+		if *costUpdate {
+			t.Fatal("-vap.update needs every worst case: drop -vap.cases")
+		}
+		only := regexp.MustCompile(*costCases)
+		maps.DeleteFunc(cases, func(name string, _ *appsv1.DaemonSet) bool { return !only.MatchString(name) })
+	}
 	for name, ds := range cases {
 		data, _ := json.Marshal(ds)
 		t.Logf("worst case %s: %d bytes", name, len(data))
 	}
-	// Every rule denies, with every parameter set: the costliest form of
-	// each check (the deny policies carry the ratcheting comparison).
+	res := costPolicies(t)
+	policies := compileResult(t, res)
+	worst := map[[2]string]*measured{} // by policy and field
+	totals := map[costBudget]*measured{matchConditions: {}, perBinding: {}}
+	for _, caseName := range slices.Sorted(maps.Keys(cases)) {
+		ds := cases[caseName]
+		for _, r := range []request{
+			{namespace: "fixtures", object: ds},
+			{namespace: "fixtures", object: ds, old: changedCopy(ds)},
+		} {
+			start := time.Now()
+			attrs := r.attributes()
+			cache := map[string]*evaluated{}
+			where := caseName + " (CREATE)"
+			if r.old != nil {
+				where = caseName + " (UPDATE)"
+			}
+			for i := range policies {
+				c := &policies[i]
+				got := measure(t, c, r, attrs, cache)
+				for field, v := range got.programs {
+					key := [2]string{c.policy.Name, field}
+					if worst[key] == nil {
+						worst[key] = &measured{}
+					}
+					worst[key].add(v, where)
+					if v > perProgram.limit {
+						t.Errorf("%s %s on %s: %d, above the API server's limit %s: %d", c.policy.Name, field, where, v, perProgram.what, perProgram.limit)
+					}
+				}
+				for b, v := range map[costBudget]int64{matchConditions: got.matchConditions, perBinding: got.validations} {
+					totals[b].add(v, c.policy.Name+" on "+where)
+					if v > b.limit {
+						t.Errorf("%s on %s: %d, above the API server's budget %s: %d", c.policy.Name, where, v, b.what, b.limit)
+					}
+				}
+			}
+			t.Logf("%s: %s", where, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	table := costTable(res, worst, totals)
+	t.Logf("measured:\n%s", table)
+	if *costUpdate {
+		if err := replaceBetween(modesDoc, costBegin, costEnd, table); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// changedCopy is ds with a changed spec, so that an UPDATE runs the
+// ratcheting comparison with the old object (an unchanged spec skips it).
+func changedCopy(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
+	old := ds.DeepCopy()
+	old.Spec.MinReadySeconds++
+	return old
+}
+
+// costPolicies are the policies the cost test measures: every rule denies,
+// with every parameter set (the costliest form of each check; the deny
+// policies carry the ratcheting comparison), and some namespaces warn.
+func costPolicies(t testing.TB) *Result {
+	t.Helper()
 	cfg, err := rules.Builtin().ParseConfig([]byte(costPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -194,42 +358,120 @@ func TestRender_CostStaysUnderTheAPIServersLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := compileResult(t, res)
-	worst := map[string]cost{}
-	for caseName, ds := range cases {
-		for _, r := range []request{
-			{namespace: "fixtures", object: ds},
-			{namespace: "fixtures", object: ds, old: ds},
-		} {
-			start := time.Now()
-			attrs := r.attributes()
-			for i := range policies {
-				c := &policies[i]
-				got := measure(t, c, r, attrs)
-				w := worst[c.policy.Name]
-				if got.expression > w.expression {
-					w.expression, w.field = got.expression, got.field+" on "+caseName
-				}
-				w.matchConditions = max(w.matchConditions, got.matchConditions)
-				w.validations = max(w.validations, got.validations)
-				worst[c.policy.Name] = w
-				if got.expression > celconfig.PerCallLimit || got.matchConditions > celconfig.RuntimeCELCostBudgetMatchConditions ||
-					got.validations > celconfig.RuntimeCELCostBudget {
-					t.Errorf("policy %s on %s: %+v, above the API server's limits (%d per expression, %d for match conditions, %d per binding)",
-						c.policy.Name, caseName, got, celconfig.PerCallLimit, celconfig.RuntimeCELCostBudgetMatchConditions, celconfig.RuntimeCELCostBudget)
-				}
+	return res
+}
+
+// costRow is one distinct expression of one rule's generated policies.
+type costRow struct {
+	rule, field string
+	// policies are the generated policies that carry the expression.
+	policies []string
+}
+
+// costRows lists the distinct expressions of each rule's policies, in the
+// order they are rendered.
+func costRows(res *Result) []*costRow {
+	var rows []*costRow
+	byText := map[[3]string]*costRow{}
+	for _, p := range res.Policies {
+		rule := p.Labels[RuleLabel]
+		add := func(field, text string) {
+			key := [3]string{rule, field, text}
+			if byText[key] == nil {
+				byText[key] = &costRow{rule: rule, field: field}
+				rows = append(rows, byText[key])
 			}
-			t.Logf("%s (update %v): %s", caseName, r.old != nil, time.Since(start).Round(time.Millisecond))
+			byText[key].policies = append(byText[key].policies, p.Name)
+		}
+		for _, m := range p.Spec.MatchConditions {
+			add("matchConditions."+m.Name, m.Expression)
+		}
+		for _, v := range p.Spec.Variables {
+			add("variables."+v.Name, v.Expression)
+		}
+		for i, v := range p.Spec.Validations {
+			add(fmt.Sprintf("validations[%d].expression", i), v.Expression)
+			add(fmt.Sprintf("validations[%d].messageExpression", i), v.MessageExpression)
 		}
 	}
-	names := make([]string, 0, len(worst))
-	for n := range worst {
-		names = append(names, n)
+	return rows
+}
+
+// costTable is the cost section of docs/modes.md: one row per distinct
+// expression, with its worst measured cost (none when worst is nil), then
+// the worst totals against the budgets per binding.
+func costTable(res *Result, worst map[[2]string]*measured, totals map[costBudget]*measured) string {
+	var b strings.Builder
+	b.WriteString("| Rule | Policies (`dsguard-<rule>-…`) | Expression | Worst cost | On |\n| --- | --- | --- | ---: | --- |\n")
+	for _, r := range costRows(res) {
+		var suffixes []string
+		m := measured{}
+		for _, p := range r.policies {
+			suffixes = append(suffixes, strings.TrimPrefix(p, NamePrefix+r.rule+"-"))
+			if w := worst[[2]string{p, r.field}]; w != nil {
+				m.add(w.cost, w.where)
+			}
+		}
+		cost, where := "not run", ""
+		if m.where != "" {
+			cost, where = formatCost(m.cost), m.where
+		}
+		if worst == nil {
+			cost = ""
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s |\n", r.rule, strings.Join(suffixes, ", "), r.field, cost, where)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		w := worst[n]
-		t.Logf("%-45s costliest expression %7d (%s); match conditions %7d; validations and messages %7d",
-			n, w.expression, w.field, w.matchConditions, w.validations)
+	if totals != nil {
+		b.WriteString("\n")
+		for _, budget := range []costBudget{matchConditions, perBinding} {
+			m := totals[budget]
+			fmt.Fprintf(&b, "- Worst %s: %s of %s, %s.\n", budget.what, formatCost(m.cost), formatCost(budget.limit), m.where)
+		}
+	}
+	return b.String()
+}
+
+// formatCost writes a cost with thousands separators.
+func formatCost(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// costTableKeys are the first three cells (rule, policies, expression) of
+// each row of a cost table: what must not drift from the rendered policies.
+func costTableKeys(table string) []string {
+	var out []string
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| ") || len(cells) < 4 || strings.HasPrefix(line, "| Rule ") || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		out = append(out, strings.Join(cells[:3], " | "))
+	}
+	return out
+}
+
+const (
+	modesDoc  = "../docs/modes.md"
+	costBegin = "<!-- cost table: generated by go test ./vap -run TestRender_CostStaysUnderTheAPIServersLimits -timeout 60m -args -vap.cost -vap.update -->\n"
+	costEnd   = "<!-- end cost table -->"
+)
+
+// TestCostTable_ListsEveryExpression keeps docs/modes.md's cost table in
+// step with the expressions the policies are rendered with (the costs
+// themselves come from the opt-in measurement).
+func TestCostTable_ListsEveryExpression(t *testing.T) {
+	doc, err := between(modesDoc, costBegin, costEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := costTableKeys(doc), costTableKeys(costTable(costPolicies(t), nil, nil))
+	if !slices.Equal(got, want) {
+		t.Errorf("docs/modes.md's cost table lists other expressions than the policies have: measure again with\n"+
+			"  go test ./vap -run TestRender_CostStaysUnderTheAPIServersLimits -timeout 60m -args -vap.cost -vap.update\n"+
+			"got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,6 +1,7 @@
 package vap
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -21,17 +22,40 @@ func notExpressedMarkdown() string {
 // TestNotExpressed_IsInTheDocs keeps docs/modes.md in step with what the
 // generated policies say they cannot check.
 func TestNotExpressed_IsInTheDocs(t *testing.T) {
-	data, err := os.ReadFile("../docs/modes.md")
+	const begin, end = "<!-- not-expressed: generated from vap, kept by TestNotExpressed_IsInTheDocs -->\n", "<!-- end not-expressed -->"
+	got, err := between("../docs/modes.md", begin, end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- not-expressed: generated from vap, kept by TestNotExpressed_IsInTheDocs -->\n", "<!-- end not-expressed -->"
+	if want := notExpressedMarkdown(); got != want {
+		t.Errorf("docs/modes.md's list of what CEL cannot express is out of date; it should read:\n%s", want)
+	}
+}
+
+// between returns the text of a file between two marker lines.
+func between(file, begin, end string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
 	doc := string(data)
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
-		t.Fatalf("docs/modes.md lacks the markers %q and %q", begin, end)
+		return "", fmt.Errorf("%s lacks the markers %q and %q", file, begin, end)
 	}
-	if got, want := doc[i+len(begin):j], notExpressedMarkdown(); got != want {
-		t.Errorf("docs/modes.md's list of what CEL cannot express is out of date; it should read:\n%s", want)
+	return doc[i+len(begin) : j], nil
+}
+
+// replaceBetween replaces the text of a file between two marker lines.
+func replaceBetween(file, begin, end, text string) error {
+	old, err := between(file, begin, end)
+	if err != nil {
+		return err
 	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	doc := strings.Replace(string(data), begin+old+end, begin+text+end, 1)
+	return os.WriteFile(file, []byte(doc), 0o644)
 }

@@ -19,32 +19,22 @@ import (
 //   - spec.nodeName, when set, must be the node's name;
 //   - every nodeSelector entry must equal the node's label (not validated);
 //   - with a required node affinity, one of its terms must match: a term
-//     without requirements matches nothing, and a term with an invalid
-//     requirement (a bad key, operator, value count or label value, or a
-//     Gt/Lt value that is not a 64-bit integer) matches nothing either,
-//     as a requirement the scheduler cannot parse fails its whole term.
+//     without requirements matches nothing, and a term with a requirement
+//     the scheduler cannot parse (an unknown operator, a wrong number of
+//     values, a value that is no label value, a Gt/Lt value that is no
+//     64-bit integer) matches nothing either.
 //
 // The API server rejects most invalid requirements before admission (all
 // but non-integer Gt/Lt values, and label values an UPDATE keeps from an
-// older object); the CEL judges them anyway, so that it never errors and
-// agrees with the engine on any object.
+// older object). The CEL checks every one of them except an invalid key,
+// so that it never errors and agrees with the engine on every object the
+// API server admits.
 
-// Regular expressions of k8s.io/apimachinery's label validation, anchored,
-// with the length limits folded in where a bounded repetition can say them.
-const (
-	// labelValueRE is a valid label value: empty, or at most 63
-	// alphanumerics, '-', '_' and '.', starting and ending alphanumeric.
-	labelValueRE = `^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`
-	// labelKeyRE is a valid label key: an optional DNS subdomain prefix and
-	// '/', then a name like a non-empty label value. The prefix's 253
-	// characters are checked apart.
-	labelKeyRE = `^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
-)
-
-// labelKeyValid is a CEL condition: the string k is a valid label key.
-func labelKeyValid(k string) string {
-	return fmt.Sprintf("(%[1]s.matches(%[2]s) && (!%[1]s.contains('/') || %[1]s.indexOf('/') <= 253))", k, lit(labelKeyRE))
-}
+// labelValueRE is k8s.io/apimachinery's label value, anchored, with its
+// length folded in: empty, or at most 63 alphanumerics, '-', '_' and '.',
+// starting and ending alphanumeric ([^\W_]). It is written short, as a
+// regular expression costs in proportion to its length.
+const labelValueRE = `^([^\W_]([-\w.]{0,61}[^\W_])?)?$`
 
 // labelValueValid is a CEL condition: the string v is a valid label value.
 // The size comes first, so that the regular expression never reads a long
@@ -114,57 +104,79 @@ func placementTooLarge(o string) string {
 		guard, terms, policy.MaxAffinityTerms, values("matchExpressions"), values("matchFields"), policy.MaxAffinityValues, termsPresent(terms))
 }
 
+// validTerms is a CEL list on an object expression: for each required
+// node affinity term, whether the scheduler can parse it and it has
+// requirements (empty without a required node affinity). It is judged once
+// per object, apart from the nodes, so that a long list of values is read
+// once. Keys, operators and value counts are checked by the API server
+// before admission; the counts and operators are checked here too, as they
+// cost little, but not the keys (a regular expression per requirement
+// would not fit the cost limit on the largest DaemonSets).
+func validTerms(o string) string {
+	guard, terms := requiredTerms(podSpec(o))
+	return fmt.Sprintf("(%s && %s ? %s.map(t, %s) : [])", guard, termsPresent(terms), terms, termValid("t"))
+}
+
+// termValid is a CEL condition: the node selector term t has requirements
+// and each of them parses.
+func termValid(t string) string {
+	nonEmpty := fmt.Sprintf("(has(%[1]s.matchExpressions) && size(%[1]s.matchExpressions) > 0 || has(%[1]s.matchFields) && size(%[1]s.matchFields) > 0)", t)
+	fields := fmt.Sprintf("(!has(%[1]s.matchFields) || %[1]s.matchFields.all(f, has(f.values) && size(f.values) == 1 && f.operator in ['In', 'NotIn']))", t)
+	exprs := fmt.Sprintf("(!has(%[1]s.matchExpressions) || %[1]s.matchExpressions.all(r, %[2]s))", t, requirementValid("r"))
+	return fmt.Sprintf("(%s && %s && %s)", nonEmpty, fields, exprs)
+}
+
+// requirementValid is a CEL condition: the match-expressions requirement r
+// has a known operator, as many values as it takes, each a label value, and
+// for Gt and Lt an integer.
+func requirementValid(r string) string {
+	one := r + ".values[0]"
+	return fmt.Sprintf("(%[1]s.operator in ['In', 'NotIn'] ? has(%[1]s.values) && size(%[1]s.values) > 0 && %[1]s.values.all(v, %[2]s) : "+
+		"%[1]s.operator in ['Exists', 'DoesNotExist'] ? !has(%[1]s.values) || size(%[1]s.values) == 0 : "+
+		"%[1]s.operator in ['Gt', 'Lt'] && has(%[1]s.values) && size(%[1]s.values) == 1 && %[3]s && %[4]s)",
+		r, labelValueValid("v"), labelValueValid(one), parsesAsInt64(one))
+}
+
 // reachesNode is a CEL condition on an object expression: the pod spec's
 // nodeName, nodeSelector and required node affinity select the node n.
-func reachesNode(o string, n celNode) string {
+// valid is the object's validTerms.
+func reachesNode(o, valid string, n celNode) string {
 	s := podSpec(o)
 	name := fmt.Sprintf("(!has(%[1]s.nodeName) || %[1]s.nodeName == '' || %[1]s.nodeName == %[2]s)", s, lit(n.name))
 	selector := fmt.Sprintf("(!has(%[1]s.nodeSelector) || %[1]s.nodeSelector.all(k, k in %[2]s && %[2]s[k] == %[1]s.nodeSelector[k]))", s, n.labels)
 	guard, terms := requiredTerms(s)
-	affinity := fmt.Sprintf("(!(%[1]s) || %[4]s && %[2]s.exists(t, %[3]s))", guard, terms, termMatches("t", n), termsPresent(terms))
+	affinity := fmt.Sprintf("(!(%[1]s) || %[2]s && %[3]s.exists(i, t, %[4]s[i] && %[5]s))", guard, termsPresent(terms), terms, valid, termMatches("t", n))
 	return fmt.Sprintf("(%s && %s && %s)", name, selector, affinity)
 }
 
-// termMatches is a CEL condition: the node selector term t matches n.
+// termMatches is a CEL condition: the valid node selector term t matches n.
+// Only metadata.name is a node field; any other key reads as empty, as in a
+// fields.Set.
 func termMatches(t string, n celNode) string {
-	nonEmpty := fmt.Sprintf("(has(%[1]s.matchExpressions) && size(%[1]s.matchExpressions) > 0 || has(%[1]s.matchFields) && size(%[1]s.matchFields) > 0)", t)
-	fields := fmt.Sprintf("(!has(%[1]s.matchFields) || %[1]s.matchFields.all(f, %[2]s))", t, fieldMatches("f", n))
-	exprs := fmt.Sprintf("(!has(%[1]s.matchExpressions) || %[1]s.matchExpressions.all(r, %[2]s))", t, requirementMatches("r", n))
-	return fmt.Sprintf("(%s && %s && %s)", nonEmpty, fields, exprs)
-}
-
-// fieldMatches is a CEL condition: the match-fields requirement f is valid
-// (In or NotIn, one value) and holds for n. Only metadata.name is a node
-// field; any other key reads as empty, as in a fields.Set.
-func fieldMatches(f string, n celNode) string {
-	if n.name == "" {
-		// A node without a name has no fields: the requirement is only parsed.
-		return fmt.Sprintf("(has(%[1]s.values) && size(%[1]s.values) == 1 && %[1]s.operator in ['In', 'NotIn'])", f)
+	field := "''"
+	if n.name != "" {
+		field = fmt.Sprintf("(f.key == 'metadata.name' ? %s : '')", lit(n.name))
 	}
-	value := fmt.Sprintf("(%s.key == 'metadata.name' ? %s : '')", f, lit(n.name))
-	return fmt.Sprintf("(has(%[1]s.values) && size(%[1]s.values) == 1 && (%[1]s.operator == 'In' ? %[2]s == %[1]s.values[0] : %[1]s.operator == 'NotIn' && %[2]s != %[1]s.values[0]))", f, value)
+	fields := fmt.Sprintf("(!has(%[1]s.matchFields) || %[1]s.matchFields.all(f, f.operator == 'In' ? %[2]s == f.values[0] : %[2]s != f.values[0]))", t, field)
+	if n.name == "" {
+		// A node without a name has no fields to match.
+		fields = "true"
+	}
+	exprs := fmt.Sprintf("(!has(%[1]s.matchExpressions) || %[1]s.matchExpressions.all(r, %[2]s))", t, requirementMatches("r", n))
+	return fmt.Sprintf("(%s && %s)", fields, exprs)
 }
 
-// requirementMatches is a CEL condition: the match-expressions requirement
-// r is valid and holds for n's labels. A key of n is a valid label key, so
-// only a key n lacks needs checking, and only where that would match
-// (NotIn, DoesNotExist).
+// requirementMatches is a CEL condition: the valid match-expressions
+// requirement r holds for n's labels. Of a label n lacks, only NotIn and
+// DoesNotExist hold.
 func requirementMatches(r string, n celNode) string {
-	key := r + ".key"
-	values := fmt.Sprintf("(has(%[1]s.values) && size(%[1]s.values) > 0 && %[1]s.values.all(v, %[2]s))", r, labelValueValid("v"))
-	noValues := fmt.Sprintf("(!has(%[1]s.values) || size(%[1]s.values) == 0)", r)
-	in := fmt.Sprintf("(%[1]s in %[2]s && %[2]s[%[1]s] in %[3]s.values)", key, n.labels, r)
 	compare := "false"
 	if n.ints != "" {
-		one := r + ".values[0]"
-		compare = fmt.Sprintf("(%[1]s in %[2]s && has(%[3]s.values) && size(%[3]s.values) == 1 && %[4]s && %[5]s && "+
-			"(%[3]s.operator == 'Gt' ? %[2]s[%[1]s] > int(%[6]s) : %[2]s[%[1]s] < int(%[6]s)))",
-			key, n.ints, r, labelValueValid(one), parsesAsInt64(one), one)
+		compare = fmt.Sprintf("(%[1]s.key in %[2]s && (%[1]s.operator == 'Gt' ? %[2]s[%[1]s.key] > int(%[1]s.values[0]) : %[2]s[%[1]s.key] < int(%[1]s.values[0])))", r, n.ints)
 	}
-	return fmt.Sprintf("(%[1]s.operator == 'In' ? %[2]s && %[3]s : "+
-		"%[1]s.operator == 'NotIn' ? %[2]s && (%[4]s in %[5]s ? !(%[5]s[%[4]s] in %[1]s.values) : %[6]s) : "+
-		"%[1]s.operator == 'Exists' ? %[7]s && %[4]s in %[5]s : "+
-		"%[1]s.operator == 'DoesNotExist' ? %[7]s && !(%[4]s in %[5]s) && %[6]s : "+
-		"%[1]s.operator in ['Gt', 'Lt'] && %[8]s)",
-		r, values, in, key, n.labels, labelKeyValid(key), noValues, compare)
+	return fmt.Sprintf("(%[1]s.key in %[2]s ? (%[1]s.operator == 'In' ? %[2]s[%[1]s.key] in %[1]s.values : "+
+		"%[1]s.operator == 'NotIn' ? !(%[2]s[%[1]s.key] in %[1]s.values) : "+
+		"%[1]s.operator == 'Exists' || %[1]s.operator != 'DoesNotExist' && %[3]s) : "+
+		"%[1]s.operator in ['NotIn', 'DoesNotExist'])",
+		r, n.labels, compare)
 }

@@ -138,7 +138,7 @@ func controlPlaneTolerationChecks(p *rules.ControlPlaneTolerationParams) []check
 		reachVar := func(o string, n int) string { return fmt.Sprintf("%sReachesTaint%dNode%d", o, i, n) }
 		for _, o := range []string{"object", "oldObject"} {
 			for j, n := range nodes {
-				vars = append(vars, [2]string{reachVar(o, j), reachesNode(o, n)})
+				vars = append(vars, [2]string{reachVar(o, j), reachesNode(o, "variables."+validTermsVar(o), n)})
 			}
 		}
 		taints = append(taints, taintCEL{text: t.String(), hint: fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect), untolered: func(o string) string {
@@ -164,9 +164,12 @@ func controlPlaneTolerationChecks(p *rules.ControlPlaneTolerationParams) []check
 	if len(taints) == 0 {
 		return nil
 	}
+	// Variables may read only those before them.
+	var first [][2]string
 	for _, o := range []string{"object", "oldObject"} {
-		vars = append(vars, [2]string{tooLargeVar(o), placementTooLarge(o)})
+		first = append(first, [2]string{tooLargeVar(o), placementTooLarge(o)}, [2]string{validTermsVar(o), validTerms(o)})
 	}
+	vars = append(first, vars...)
 	violated := func(o string) string {
 		var any []string
 		for _, t := range taints {
@@ -189,8 +192,10 @@ func controlPlaneTolerationChecks(p *rules.ControlPlaneTolerationParams) []check
 	return []check{c}
 }
 
-// tooLargeVar names the variable that holds placementTooLarge of o.
-func tooLargeVar(o string) string { return o + "PlacementTooLarge" }
+// tooLargeVar and validTermsVar name the variables that hold
+// placementTooLarge and validTerms of o.
+func tooLargeVar(o string) string   { return o + "PlacementTooLarge" }
+func validTermsVar(o string) string { return o + "ValidTerms" }
 
 // maxSurge and maxUnavailable as CEL: an int, or a percentage string. The
 // API server has validated both before admission, so a string is "N%".
@@ -314,11 +319,19 @@ func hostPathChecks(p *rules.HostPathReadOnlyParams) []check {
 	for _, l := range containerLists {
 		list := "spec.template.spec." + l
 		// The first offending container and mount, each bound once (see
-		// containerCheck).
+		// containerCheck). The message reads only the first
+		// hostPathMessageItems containers and mounts of each: judging a
+		// mount costs up to eight lookups, and the message must stay under
+		// the per-expression cost limit however many there are.
 		body := fmt.Sprintf("'[host-path-read-only] %s[].volumeMounts[].readOnly: ' + %s + ' \"' + c.name + '\" mounts hostPath ' + %s + ' writable on every node it covers; fix: set readOnly: true on the \"' + m.name + '\" mount of ' + %s + ' \"' + c.name + '\".'",
 			list, noun(l, "c"), truncated(lookup("object", "m.name"), 128), noun(l, "c"))
-		msg := fmt.Sprintf("[object.%[1]s.filter(c, has(c.volumeMounts) && c.volumeMounts.exists(m, %[2]s))[0]].map(c, [c.volumeMounts.filter(m, %[2]s)[0]].map(m, %[3]s)[0])[0]",
-			list, writableHostPath("m", "object"), body)
+		beyond := fmt.Sprintf("'[host-path-read-only] %s[].volumeMounts[].readOnly: a container mounts a hostPath writable on every node it covers "+
+			"(this message reads the first %d containers and their first %d mounts); fix: set readOnly: true on every hostPath mount outside the writable paths the policy allows.'",
+			list, hostPathMessageItems, hostPathMessageItems)
+		offends := fmt.Sprintf("j < %d && %s", hostPathMessageItems, writableHostPath("m", "object"))
+		msg := fmt.Sprintf("[object.%[1]s.transformList(i, c, i < %[2]d && has(c.volumeMounts) && c.volumeMounts.exists(j, m, %[3]s), c)].map(cs, size(cs) == 0 ? %[4]s : "+
+			"[cs[0]].map(c, [c.volumeMounts.transformList(j, m, %[3]s, m)[0]].map(m, %[5]s)[0])[0])[0]",
+			list, hostPathMessageItems, offends, beyond, body)
 		chk := perItem(policy.ActionDeny, []string{list, "volumeMounts"}, writableHostPath, msg)
 		chk.variables = vars
 		out = append(out, chk)
@@ -332,6 +345,10 @@ const (
 	hostPathChunk  = 12500
 	hostPathChunks = 8
 )
+
+// hostPathMessageItems is how many containers, and mounts of each, the
+// host-path-read-only message reads to name the first offender.
+const hostPathMessageItems = 1000
 
 func imagePinnedChecks(requireDigest bool) []check {
 	// The tag follows the last ':' after the last '/'; a registry port

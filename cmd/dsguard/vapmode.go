@@ -50,8 +50,10 @@ func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clustervi
 	case modeVAPAndWebhook:
 		source.Adjust = func(cfg *policy.Config) {
 			for _, r := range rules.Builtin().Rules() {
-				// control-plane-toleration stays in the webhook too: its
-				// generated form is static (docs/modes.md).
+				// control-plane-toleration stays in the webhook too: the
+				// generated policy judges placements against model nodes,
+				// the webhook against the live tainted nodes, whose skipped
+				// names it reports (docs/modes.md).
 				if vap.Renders(r.ID) && r.ID != "control-plane-toleration" {
 					cfg.Rules.Options(r.ID).Action = policy.ActionOff
 				}
