@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,7 +75,7 @@ type Auditor struct {
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
 // fire Events on changes only.
 type auditMemory struct {
-	gaps       map[string]string // nodes skipped for counted taints → reason
+	gaps       []string // nodes skipped for counted taints, sorted
 	state      StatusState
 	violations string
 	exemptions string
@@ -374,7 +374,7 @@ func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnap
 	gaps := countedGaps(&e.Coverage)
 	if added := newlySkipped(mem.gaps, gaps); known && len(added) > 0 && e.Intended == "" {
 		a.event(ds, corev1.EventTypeWarning, "CoverageReduced", "now skips %d of %d nodes; newly skipped: %s",
-			len(gaps), e.Coverage.Total, describeNewlySkipped(added, gaps))
+			len(gaps), e.Coverage.Total, describeNewlySkipped(added, &e.Coverage))
 	}
 	mem.gaps = gaps
 
@@ -454,37 +454,64 @@ func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, 
 	a.Recorder.Eventf(ds, nil, eventType, reason, "Audit", "%s", note)
 }
 
-// countedGaps maps each node skipped for an untolerated, non-transient taint
-// to the reason. Transient taints (a node joining) never raise an Event.
-func countedGaps(cov *coverage.Coverage) map[string]string {
-	out := map[string]string{}
-	for _, s := range cov.Gaps() {
-		for _, n := range s.Nodes() {
-			out[n] = s.Reason()
-		}
+// countedGaps returns the nodes skipped for an untolerated, non-transient
+// taint, sorted. Transient taints (a node joining) never raise an Event. The
+// auditor keeps this list for every DaemonSet between passes, so it holds
+// names only (shared with the node snapshot): the reasons are looked up in
+// the current coverage for the few nodes an Event names. With a reason per
+// node (its own string) this memory was most of the heap at 5,000 nodes and
+// 1,500 DaemonSets.
+func countedGaps(cov *coverage.Coverage) []string {
+	gaps := cov.Gaps()
+	if len(gaps) == 1 {
+		return gaps[0].Nodes() // already sorted
 	}
-	return out
+	var out []string
+	for _, s := range gaps {
+		out = append(out, s.Nodes()...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-func newlySkipped(before, now map[string]string) []string {
+// newlySkipped returns the nodes in now and not in before, both sorted.
+func newlySkipped(before, now []string) []string {
 	var out []string
-	for n := range now {
-		if _, was := before[n]; !was {
+	i := 0
+	for _, n := range now {
+		for i < len(before) && before[i] < n {
+			i++
+		}
+		if i == len(before) || before[i] != n {
 			out = append(out, n)
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 
-func describeNewlySkipped(nodes []string, reasons map[string]string) string {
-	parts := make([]string, 0, len(nodes))
-	for i, n := range nodes {
-		if i == 10 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
-			break
+// describeNewlySkipped names the first ten of nodes with the reason cov
+// gives for each.
+func describeNewlySkipped(nodes []string, cov *coverage.Coverage) string {
+	const named = 10
+	shown := nodes[:min(len(nodes), named)]
+	reasons := make(map[string]string, len(shown))
+	for _, s := range cov.Gaps() {
+		reason := ""
+		for _, n := range s.Nodes() {
+			if _, ok := reasons[n]; !ok && slices.Contains(shown, n) {
+				if reason == "" {
+					reason = s.Reason()
+				}
+				reasons[n] = reason
+			}
 		}
+	}
+	parts := make([]string, 0, len(shown)+1)
+	for _, n := range shown {
 		parts = append(parts, n+" ("+reasons[n]+")")
+	}
+	if len(nodes) > named {
+		parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-named))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,18 +25,51 @@ func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
 		coverage.Skip{Kind: coverage.SkipOSArch}.WithNodes("win-1"),
 	}}
 	got := countedGaps(cov)
-	if len(got) != 2 || got["infra-1"] == "" || got["infra-2"] == "" {
+	if !reflect.DeepEqual(got, []string{"infra-1", "infra-2"}) {
 		t.Fatalf("counted gaps = %v, want infra-1 and infra-2 only", got)
 	}
-	added := newlySkipped(map[string]string{"infra-1": "x"}, got)
+	added := newlySkipped([]string{"infra-1"}, got)
 	if !reflect.DeepEqual(added, []string{"infra-2"}) {
 		t.Errorf("newly skipped = %v, want [infra-2]", added)
 	}
-	if d := describeNewlySkipped(added, got); d != "infra-2 (taint dedicated=infra:NoSchedule not tolerated)" {
+	if d := describeNewlySkipped(added, cov); d != "infra-2 (taint dedicated=infra:NoSchedule not tolerated)" {
 		t.Errorf("description = %q", d)
 	}
-	if len(newlySkipped(got, map[string]string{"infra-1": "x"})) != 0 {
+	if len(newlySkipped(got, []string{"infra-1"})) != 0 {
 		t.Error("fewer skipped nodes is not a reduction of coverage")
+	}
+}
+
+func TestNewlySkipped(t *testing.T) {
+	tests := []struct {
+		before, now, want []string
+	}{
+		{nil, []string{"a", "b"}, []string{"a", "b"}},
+		{[]string{"a", "b"}, nil, nil},
+		{[]string{"b", "d"}, []string{"a", "b", "c", "d", "e"}, []string{"a", "c", "e"}},
+		{[]string{"a", "c"}, []string{"b"}, []string{"b"}},
+		{[]string{"a", "b"}, []string{"a", "b"}, nil},
+	}
+	for _, tt := range tests {
+		if got := newlySkipped(tt.before, tt.now); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("newlySkipped(%v, %v) = %v, want %v", tt.before, tt.now, got, tt.want)
+		}
+	}
+}
+
+func TestDescribeNewlySkipped_NamesTenWithTheirReasons(t *testing.T) {
+	var gpus []string
+	for i := range 12 {
+		gpus = append(gpus, fmt.Sprintf("gpu-%02d", i))
+	}
+	cov := &coverage.Coverage{Skips: []coverage.Skip{
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}.WithNodes("infra-1"),
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}.WithNodes(gpus...),
+	}}
+	got := describeNewlySkipped(newlySkipped([]string{"infra-1"}, countedGaps(cov)), cov)
+	if !strings.HasPrefix(got, "gpu-00 (taint nvidia.com/gpu:NoSchedule not tolerated), ") ||
+		!strings.HasSuffix(got, "gpu-09 (taint nvidia.com/gpu:NoSchedule not tolerated), and 2 more") || strings.Contains(got, "infra-1") {
+		t.Errorf("description = %q", got)
 	}
 }
 
