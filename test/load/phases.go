@@ -258,6 +258,12 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 		wg.Wait()
 		return err
 	}
+	var prof *profiler
+	if env.dsguardPprof != "" {
+		// The first 20 s of the creates, or fewer when they end sooner.
+		prof = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-creates.pprof")}
+		prof.start(20 * time.Second)
+	}
 	for i := 0; i < r.opts.creates && err == nil; i++ {
 		for j := range modes {
 			m := modes[(i+j)%len(modes)]
@@ -273,6 +279,11 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 	stopChurn()
 	wg.Wait()
 	r.createUse, _ = s.done()
+	if prof != nil {
+		if perr := prof.wait(); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	if err != nil {
 		return err
 	}
