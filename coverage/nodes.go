@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,16 +258,35 @@ func (c *nodeClass) withValue(j int, value string) []int32 {
 // StripNode returns a copy of n with only what the prediction reads: name,
 // uid, resourceVersion, labels, taints and cordon. The node informer applies
 // it as a cache transform, so a 5,000-node cache holds no images, conditions,
-// managed fields or annotations.
+// managed fields or annotations. Label keys and values are interned: every
+// node decoded from the API server has its own copy of the same dozen keys
+// and of its zone, instance type and pool, which one copy serves.
 func StripNode(n *corev1.Node) *corev1.Node {
 	return &corev1.Node{
 		TypeMeta: n.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels,
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: internLabels(n.Labels),
 			DeletionTimestamp: n.DeletionTimestamp,
 		},
 		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
 	}
+}
+
+// internLabels returns labels with its keys and shared values interned
+// (unique.Make: an interned string is freed once no node holds it). The
+// hostname's value is each node's own: interning it would only add an entry.
+func internLabels(labels map[string]string) map[string]string {
+	if labels == nil {
+		return nil
+	}
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		if k != corev1.LabelHostname {
+			v = unique.Make(v).Value()
+		}
+		out[unique.Make(k).Value()] = v
+	}
+	return out
 }
 
 // classKey returns a canonical encoding of the node's labels (without the

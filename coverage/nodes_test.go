@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,7 +121,8 @@ const (
 )
 
 // TestStripNode: the stripped node keeps what the prediction reads and
-// nothing else.
+// nothing else, and nodes decoded apart share one copy of each label key
+// and of shared values.
 func TestStripNode(t *testing.T) {
 	const doc = `{"metadata": {"name": "%s", "uid": "u-%s", "resourceVersion": "7", "annotations": {"a": "b"},
 		"labels": {"topology.kubernetes.io/zone": "eu-west-1a", "kubernetes.io/hostname": "%s"}},
@@ -133,7 +135,7 @@ func TestStripNode(t *testing.T) {
 		}
 		return n
 	}
-	a := StripNode(decode("n-1"))
+	a, b := StripNode(decode("n-1")), StripNode(decode("n-2"))
 	want := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n-1", UID: "u-n-1", ResourceVersion: "7",
 			Labels: map[string]string{corev1.LabelTopologyZone: "eu-west-1a", corev1.LabelHostname: "n-1"}},
@@ -141,5 +143,20 @@ func TestStripNode(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("stripped:\n%+v\nwant\n%+v", a, want)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for k := range a.Labels {
+		var kb string
+		for k2 := range b.Labels {
+			if k2 == k {
+				kb = k2
+			}
+		}
+		if !same(k, kb) {
+			t.Errorf("key %s is held twice", k)
+		}
+	}
+	if !same(a.Labels[corev1.LabelTopologyZone], b.Labels[corev1.LabelTopologyZone]) {
+		t.Errorf("the zone's value is held twice")
 	}
 }
