@@ -266,7 +266,7 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 		return err
 	}
 	var prof *profiler
-	if env.dsguardPprof != "" {
+	if r.opts.profile != "" && env.dsguardPprof != "" {
 		// The first 20 s of the creates, or fewer when they end sooner.
 		prof = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-creates.pprof")}
 		prof.start(20 * time.Second)
@@ -363,7 +363,8 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 			t := targets[(i+j)%len(targets)]
 			logf("direct TLS: %s at %d concurrent for %s", t.name, c, r.opts.direct)
 			var prof *profiler
-			if t.pprof != "" {
+			// Both webhooks are profiled or neither: profiling costs CPU.
+			if r.opts.profile != "" && t.pprof != "" {
 				prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%d.pprof", t.file, c))}
 			}
 			step, err := directLoad(ctx, env.httpClient(c), t.url, body, c, r.opts.direct, prof)
