@@ -273,8 +273,12 @@ func StripNode(n *corev1.Node) *corev1.Node {
 }
 
 // internLabels returns labels with its keys and shared values interned
-// (unique.Make: an interned string is freed once no node holds it). The
-// hostname's value is each node's own: interning it would only add an entry.
+// with unique.Make. The sharing is partial: unique keeps a canonical copy
+// only while a Handle to it lives, and the nodes keep the strings, not the
+// handles, so nodes decoded after a garbage collection start new copies.
+// That still removes most duplicates of an initial list or a burst of
+// updates, and pins nothing that no node uses. The hostname's value is each
+// node's own: interning it would only add an entry.
 func internLabels(labels map[string]string) map[string]string {
 	if labels == nil {
 		return nil

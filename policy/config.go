@@ -78,6 +78,12 @@ type RuleOptions struct {
 	// AllowExemptions, when false, makes dsguard ignore exemption annotations
 	// for this rule (and report them).
 	AllowExemptions *bool `yaml:"allowExemptions"`
+	// Delegated marks a rule that is enforced outside this policy (by the
+	// generated ValidatingAdmissionPolicies in vap+webhook mode): it is
+	// compiled as off, while Weaknesses still judges its configured action,
+	// so handing a rule to the API server is not reported as lowering it.
+	// Never read from YAML.
+	Delegated bool `yaml:"-"`
 }
 
 // ScopeConfig limits where a rule applies.

@@ -29,8 +29,11 @@ type namespaceEnforcement struct {
 }
 
 type ruleSettings struct {
-	rule            *Rule
-	action          Action
+	rule   *Rule
+	action Action
+	// configured is the action the document gives the rule; it differs
+	// from action only for a delegated rule (see RuleOptions.Delegated).
+	configured      Action
 	scope           scope
 	allowExemptions bool
 	params          any
@@ -118,6 +121,7 @@ func Compile(c *Config) (*Policy, error) {
 		rs := ruleSettings{
 			rule:            rule,
 			action:          action,
+			configured:      action,
 			allowExemptions: rule.Exemptible && (allow == nil || *allow),
 			params:          rc.params(),
 			scope: scope{
@@ -131,6 +135,9 @@ func Compile(c *Config) (*Policy, error) {
 				return nil, fmt.Errorf("rules.%s.scope.selector: %w", rule.ID, err)
 			}
 			rs.scope.selector = sel
+		}
+		if o.Delegated {
+			rs.action = ActionOff
 		}
 		p.rules = append(p.rules, rs)
 	}

@@ -52,8 +52,8 @@ func (p *Policy) Weaknesses() []Weakness {
 	var lowered []string
 	for i := range p.rules {
 		rs := &p.rules[i]
-		if rs.rule.DefaultAction == ActionDeny && rs.action != ActionDeny {
-			lowered = append(lowered, rs.rule.ID+" is "+string(rs.action))
+		if rs.rule.DefaultAction == ActionDeny && rs.configured != ActionDeny {
+			lowered = append(lowered, rs.rule.ID+" is "+string(rs.configured))
 		}
 	}
 	if len(lowered) > 0 {

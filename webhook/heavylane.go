@@ -54,11 +54,11 @@ func (l *heavyLane) acquire(ctx context.Context) (func(), error) {
 }
 
 // LargeReviewBytes is the request size above which a review takes the heavy
-// lane before its body is read. Decoding is most of the cost of a large
-// review (a 1.5 MB one takes tens of milliseconds of CPU before any rule
-// runs), so a flood of them must queue before decoding, not after. An
-// ordinary DaemonSet review, old object and managed fields included, is
-// tens of kilobytes.
+// lane once its body has arrived, before it is decoded. Decoding is most of
+// the cost of a large review (a 1.5 MB one takes tens of milliseconds of CPU
+// before any rule runs), so a flood of them must queue before decoding, not
+// after. An ordinary DaemonSet review, old object and managed fields
+// included, is tens of kilobytes.
 const LargeReviewBytes = 256 << 10
 
 type laneKey struct{}

@@ -162,8 +162,8 @@ func (s *Server) Start(ctx context.Context) error {
 	// it, so that together they never take more than GOMAXPROCS-1 cores.
 	guard.lane = newHeavyLane(heavyLaneWidth())
 	guard.lane.waiting = s.opts.HeavyWaiting
-	// A large review waits at most half its read deadline for the lane, so
-	// that the body still arrives in time once it has a slot.
+	// A large review waits at most half the read deadline for the lane
+	// (less when the API server's own timeout is shorter, see laneWaitFor).
 	guard.laneWait = s.opts.ReadTimeout / 2
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -420,16 +420,33 @@ const maxReviewBytes = 7 << 20
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
+		size := 0
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := readBody(r.Body, r.ContentLength)
+			if err != nil {
+				w.Header().Set("Connection", "close")
+				w.WriteHeader(http.StatusRequestTimeout)
+				return
+			}
+			size = len(body)
+			rest := r.Body
+			if len(body) > maxReviewBytes {
+				r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
+			} else {
+				r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body, Closer: rest}
+			}
+		}
 		if g.lane != nil {
+			// The lane is taken only once the body is here: a client that
+			// announces a large body and sends it slowly, or never, holds a
+			// connection (which the cap evicts), never the lane. An
+			// oversized body is left to controller-runtime to refuse.
 			use := &laneUse{lane: g.lane}
-			if r.ContentLength > LargeReviewBytes || r.ContentLength < 0 {
-				waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWait)
+			if size > LargeReviewBytes && size <= maxReviewBytes {
+				waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWaitFor(r))
 				release, err := g.lane.acquire(waitCtx)
 				cancel()
 				if err != nil {
-					// The body stays unread, so the connection cannot
-					// carry another request.
-					w.Header().Set("Connection", "close")
 					http.Error(w, "dsguard is busy with other large reviews; retry later", http.StatusServiceUnavailable)
 					return
 				}
@@ -438,26 +455,25 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), laneKey{}, use))
 		}
-		if r.Body != nil && r.Body != http.NoBody {
-			body, err := readBody(r.Body, r.ContentLength)
-			if err != nil {
-				w.Header().Set("Connection", "close")
-				w.WriteHeader(http.StatusRequestTimeout)
-				return
-			}
-			rest := r.Body
-			if len(body) > maxReviewBytes {
-				r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), rest}
-			} else {
-				r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body, Closer: rest}
-			}
-		}
 		if gc != nil {
 			g.set(gc, true, false)
 			defer g.set(gc, false, false)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// laneWaitFor is how long a large review may wait for the heavy lane: at
+// most laneWait, and at most half the timeout the API server gives the call
+// (its ?timeout= parameter), so that a review that cannot get a slot is
+// refused as busy while the API server still waits for the answer, and one
+// that gets it late still has time to be judged.
+func (g *connGuard) laneWaitFor(r *http.Request) time.Duration {
+	wait := g.laneWait
+	if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
+		wait = min(wait, t/2)
+	}
+	return wait
 }
 
 // maxBodyPrealloc bounds the buffer reserved for a body from its

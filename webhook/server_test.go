@@ -226,11 +226,17 @@ func TestServer_SlowBodyIsCutOff(t *testing.T) {
 // body never completes.
 func slowClient(t *testing.T, addr string, pki testPKI) net.Conn {
 	t.Helper()
+	return slowClientOf(t, addr, pki, 100000)
+}
+
+// slowClientOf is slowClient announcing a body of size bytes.
+func slowClientOf(t *testing.T, addr string, pki testPKI, size int) net.Conn {
+	t.Helper()
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pki.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fmt.Fprintf(conn, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"); err != nil {
+	if _, err := fmt.Fprintf(conn, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size); err != nil {
 		t.Fatal(err)
 	}
 	return conn
@@ -283,13 +289,14 @@ func laneReporter(w http.ResponseWriter, r *http.Request) {
 
 // TestServer_LargeBodiesWaitForTheHeavyLane: with the one slot of a
 // two-core lane taken by a large review, a small review is answered at once,
-// another large one waits, unread, and is refused as busy after half the
-// read deadline; once the slot is free, large reviews pass again.
+// another large one waits and is refused as busy after half the read
+// deadline, or half the API server's ?timeout= when that is shorter; a
+// client that announces a large body and sends none never takes the slot.
 func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	laneEntered, laneHold = make(chan struct{}, 1), make(chan struct{})
 	pki := newTestPKI(t)
-	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 2 * time.Second}, nil)
+	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 4 * time.Second}, nil)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
 	defer client.CloseIdleConnections()
 	send := func(path string, size int) (int, string) {
@@ -302,6 +309,14 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 		return resp.StatusCode, strings.TrimSpace(string(body))
 	}
 	large := LargeReviewBytes + 1
+
+	// A large body announced and never sent holds a connection, not the lane.
+	silent := slowClientOf(t, addr, pki, large)
+	defer silent.Close()
+	if code, body := send("/lane", large); code != http.StatusOK || body != "held" {
+		t.Fatalf("large review beside an unsent large body: %d %q, want 200 held", code, body)
+	}
+
 	first := make(chan string, 1)
 	go func() {
 		code, body := send("/lane?hold", large)
@@ -312,23 +327,27 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 	if code, body := send("/lane", 1000); code != http.StatusOK || body != "shared" {
 		t.Errorf("small review while the lane is full: %d %q, want 200 shared", code, body)
 	}
-	start := time.Now()
-	code, body := send("/lane", large)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
-		t.Errorf("large review while the lane is full: %d %q, want 503 busy", code, body)
-	}
-	if waited := time.Since(start); waited < 900*time.Millisecond {
-		t.Errorf("the large review was refused after %s, before half the read deadline", waited)
+	for _, tc := range []struct {
+		path     string
+		min, max time.Duration
+	}{
+		{"/lane", 1900 * time.Millisecond, 8 * time.Second},                   // half the 4 s read deadline
+		{"/lane?timeout=1s", 450 * time.Millisecond, 1900 * time.Millisecond}, // half the API server's timeout
+	} {
+		start := time.Now()
+		code, body := send(tc.path, large)
+		waited := time.Since(start)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
+			t.Errorf("%s, large review while the lane is full: %d %q, want 503 busy", tc.path, code, body)
+		}
+		if waited < tc.min || waited > tc.max {
+			t.Errorf("%s: refused after %s, want between %s and %s", tc.path, waited, tc.min, tc.max)
+		}
 	}
 
 	close(laneHold)
 	if got := <-first; got != "200 held" {
 		t.Errorf("the large review holding the lane: %q, want 200 held", got)
-	}
-	laneHold = make(chan struct{})
-	close(laneHold)
-	if code, body := send("/lane", large); code != http.StatusOK || body != "held" {
-		t.Errorf("large review with the lane free: %d %q, want 200 held", code, body)
 	}
 }
 

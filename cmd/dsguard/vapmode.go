@@ -55,7 +55,9 @@ func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clustervi
 				// the webhook against the live tainted nodes, whose skipped
 				// names it reports (docs/modes.md).
 				if vap.Renders(r.ID) && r.ID != "control-plane-toleration" {
-					cfg.Rules.Options(r.ID).Action = policy.ActionOff
+					// Off in the webhook, and no weakness: the
+					// generated policy enforces the configured action.
+					cfg.Rules.Options(r.ID).Delegated = true
 				}
 			}
 		}
