@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -56,6 +57,10 @@ type ServerOptions struct {
 	// HeavyWaiting, when not nil, counts the requests waiting for the
 	// heavy lane the server shares with the DaemonSet handler.
 	HeavyWaiting prometheus.Gauge
+	// LargeBodyBudget bounds the bytes of request bodies over
+	// LargeReviewBytes held at once (announced sizes count from before the
+	// body arrives); 0 means DefaultLargeBodyBudget.
+	LargeBodyBudget int64
 }
 
 // Defaults of ServerOptions: the API server sends a review whole, at once,
@@ -66,6 +71,11 @@ const (
 	DefaultReadTimeout       = 10 * time.Second
 	DefaultWriteTimeout      = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
+	// DefaultLargeBodyBudget holds four reviews of the largest size
+	// controller-runtime accepts, or twenty of 1.5 MB. Bodies up to
+	// LargeReviewBytes need no budget: the connection cap bounds them
+	// (256 × 256 KiB).
+	DefaultLargeBodyBudget = 4 * (maxReviewBytes + 1)
 )
 
 // Server is the webhook server: controller-runtime's webhook server for
@@ -89,6 +99,9 @@ type Server struct {
 func NewServer(opts ServerOptions, onEvict func()) *Server {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.LargeBodyBudget <= 0 {
+		opts.LargeBodyBudget = DefaultLargeBodyBudget
 	}
 	for _, d := range []struct {
 		v   *time.Duration
@@ -165,6 +178,7 @@ func (s *Server) Start(ctx context.Context) error {
 	// A large review waits at most half the read deadline for the lane
 	// (less when the API server's own timeout is shorter, see laneWaitFor).
 	guard.laneWait = s.opts.ReadTimeout / 2
+	guard.bodies = semaphore.NewWeighted(max(s.opts.LargeBodyBudget, maxReviewBytes+1))
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
@@ -280,10 +294,13 @@ type connGuard struct {
 	net.Listener
 	max     int
 	evicted func()
-	// lane is the heavy lane large requests wait for before their body is
+	// lane is the heavy lane large requests wait for once their body is
 	// read, at most laneWait; nil lets every body through at once.
 	lane     *heavyLane
 	laneWait time.Duration
+	// bodies is the budget of bytes for bodies over LargeReviewBytes,
+	// reserved by their announced size before they are read; nil: none.
+	bodies *semaphore.Weighted
 
 	mu    sync.Mutex
 	freed *sync.Cond
@@ -421,6 +438,28 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
 		size := 0
+		if r.Body != nil && r.Body != http.NoBody && g.bodies != nil &&
+			(r.ContentLength > LargeReviewBytes || r.ContentLength < 0) {
+			// Large bodies are held in memory only within the budget, so
+			// that many connections sending them at once cannot exhaust
+			// memory. A body of unknown length reserves the most a review
+			// may be.
+			need := int64(maxReviewBytes + 1)
+			if r.ContentLength > 0 {
+				need = min(r.ContentLength, need)
+			}
+			waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWaitFor(r))
+			err := g.bodies.Acquire(waitCtx, need)
+			cancel()
+			if err != nil {
+				// The body stays unread, so the connection cannot carry
+				// another request.
+				w.Header().Set("Connection", "close")
+				http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+				return
+			}
+			defer g.bodies.Release(need)
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			body, err := readBody(r.Body, r.ContentLength)
 			if err != nil {
@@ -439,15 +478,16 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 		if g.lane != nil {
 			// The lane is taken only once the body is here: a client that
 			// announces a large body and sends it slowly, or never, holds a
-			// connection (which the cap evicts), never the lane. An
-			// oversized body is left to controller-runtime to refuse.
+			// connection and part of the body budget until its read
+			// deadline, never the lane. An oversized body is left to
+			// controller-runtime to refuse.
 			use := &laneUse{lane: g.lane}
 			if size > LargeReviewBytes && size <= maxReviewBytes {
 				waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWaitFor(r))
 				release, err := g.lane.acquire(waitCtx)
 				cancel()
 				if err != nil {
-					http.Error(w, "dsguard is busy with other large reviews; retry later", http.StatusServiceUnavailable)
+					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
 					return
 				}
 				defer release()
@@ -462,6 +502,9 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// busyLargeReviews is the answer to a large review that found no room.
+const busyLargeReviews = "dsguard is busy with other large reviews; retry later"
 
 // laneWaitFor is how long a large review may wait for the heavy lane: at
 // most laneWait, and at most half the timeout the API server gives the call

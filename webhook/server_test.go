@@ -351,6 +351,49 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 	}
 }
 
+// TestServer_LargeBodiesWithinTheirBudget: with the body budget taken by a
+// large body announced and not sent, another large review is refused as busy
+// before its body is read, a small one is answered; once the silent client
+// is gone, large reviews pass again.
+func TestServer_LargeBodiesWithinTheirBudget(t *testing.T) {
+	pki := newTestPKI(t)
+	large := LargeReviewBytes + 1
+	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 2 * time.Second, LargeBodyBudget: int64(maxReviewBytes + 1)}, nil)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
+	defer client.CloseIdleConnections()
+	send := func(size int) (int, string) {
+		resp, err := client.Post("https://"+addr+"/lane", "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), size)))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	// Announcing the largest review a client may send takes the whole
+	// budget; retry until the server has seen its headers.
+	silent := slowClientOf(t, addr, pki, maxReviewBytes)
+	deadline := time.Now().Add(5 * time.Second)
+	code, body := send(large)
+	for code == http.StatusOK && time.Now().Before(deadline) {
+		code, body = send(large)
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
+		t.Errorf("large review with the budget taken: %d %q, want 503 busy", code, body)
+	}
+	if code, body := send(1000); code != http.StatusOK {
+		t.Errorf("small review with the budget taken: %d %q, want 200", code, body)
+	}
+	silent.Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for code != http.StatusOK && time.Now().Before(deadline) {
+		code, body = send(large)
+	}
+	if code != http.StatusOK || body != "held" {
+		t.Errorf("large review once the silent client left: %d %q, want 200 held", code, body)
+	}
+}
+
 func TestConnGuard_PrefersStuckOverIdle(t *testing.T) {
 	g := newConnGuard(nil, 3, nil)
 	old := time.Now().Add(-time.Minute)
