@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 )
 
 // HeavyWork is the prediction work (requirements × node decisions) above
@@ -21,12 +22,12 @@ func heavyLaneWidth() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 // a loop (dry-runs are free for them) would otherwise occupy every core, and
 // a compliant DaemonSet's review would wait behind them.
 type heavyLane struct {
-	slots   chan struct{}
+	slots   *semaphore.Weighted
 	waiting prometheus.Gauge // may be nil
 }
 
 func newHeavyLane(width int) *heavyLane {
-	return &heavyLane{slots: make(chan struct{}, width)}
+	return &heavyLane{slots: semaphore.NewWeighted(int64(width))}
 }
 
 // enter waits for a slot when work is heavy and returns the function that
@@ -45,12 +46,10 @@ func (l *heavyLane) acquire(ctx context.Context) (func(), error) {
 		l.waiting.Inc()
 		defer l.waiting.Dec()
 	}
-	select {
-	case l.slots <- struct{}{}:
-		return func() { <-l.slots }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("dsguard is busy judging other large placements and the request ended first: %w", ctx.Err())
+	if err := l.slots.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("dsguard is busy judging other large placements and the request ended first: %w", err)
 	}
+	return func() { l.slots.Release(1) }, nil
 }
 
 // LargeReviewBytes is the request size above which a review takes the heavy

@@ -437,30 +437,35 @@ const maxReviewBytes = 7 << 20
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
-		size := 0
-		if r.Body != nil && r.Body != http.NoBody && g.bodies != nil &&
-			(r.ContentLength > LargeReviewBytes || r.ContentLength < 0) {
-			// Large bodies are held in memory only within the budget, so
-			// that many connections sending them at once cannot exhaust
-			// memory. A body of unknown length reserves the most a review
-			// may be.
-			need := int64(maxReviewBytes + 1)
-			if r.ContentLength > 0 {
-				need = min(r.ContentLength, need)
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		// A large review waits twice, for room for its body and then for
+		// the lane, both within one allowance (see laneWaitFor).
+		turn := r.Context()
+		if hasBody && (r.ContentLength > LargeReviewBytes || r.ContentLength < 0) {
+			var cancel context.CancelFunc
+			turn, cancel = context.WithTimeout(r.Context(), g.laneWaitFor(r))
+			defer cancel()
+			if g.bodies != nil {
+				// Large bodies are held in memory only within the budget,
+				// so that many connections sending them at once cannot
+				// exhaust memory. A body of unknown length reserves the
+				// most a review may be.
+				need := int64(maxReviewBytes + 1)
+				if r.ContentLength > 0 {
+					need = min(r.ContentLength, need)
+				}
+				if g.bodies.Acquire(turn, need) != nil {
+					// The body stays unread, so the connection cannot
+					// carry another request.
+					w.Header().Set("Connection", "close")
+					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+					return
+				}
+				defer g.bodies.Release(need)
 			}
-			waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWaitFor(r))
-			err := g.bodies.Acquire(waitCtx, need)
-			cancel()
-			if err != nil {
-				// The body stays unread, so the connection cannot carry
-				// another request.
-				w.Header().Set("Connection", "close")
-				http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
-				return
-			}
-			defer g.bodies.Release(need)
 		}
-		if r.Body != nil && r.Body != http.NoBody {
+		size := 0
+		if hasBody {
 			body, err := readBody(r.Body, r.ContentLength)
 			if err != nil {
 				w.Header().Set("Connection", "close")
@@ -483,9 +488,7 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 			// controller-runtime to refuse.
 			use := &laneUse{lane: g.lane}
 			if size > LargeReviewBytes && size <= maxReviewBytes {
-				waitCtx, cancel := context.WithTimeout(r.Context(), g.laneWaitFor(r))
-				release, err := g.lane.acquire(waitCtx)
-				cancel()
+				release, err := g.lane.acquire(turn)
 				if err != nil {
 					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
 					return
@@ -506,11 +509,12 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 // busyLargeReviews is the answer to a large review that found no room.
 const busyLargeReviews = "dsguard is busy with other large reviews; retry later"
 
-// laneWaitFor is how long a large review may wait for the heavy lane: at
-// most laneWait, and at most half the timeout the API server gives the call
-// (its ?timeout= parameter), so that a review that cannot get a slot is
-// refused as busy while the API server still waits for the answer, and one
-// that gets it late still has time to be judged.
+// laneWaitFor is how long a large review may wait for room for its body and
+// for the heavy lane together: at most laneWait, and at most half the
+// timeout the API server gives the call (its ?timeout= parameter), so that a
+// review that cannot get a slot is refused as busy while the API server
+// still waits for the answer, and one that gets it late still has time to
+// be judged.
 func (g *connGuard) laneWaitFor(r *http.Request) time.Duration {
 	wait := g.laneWait
 	if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
