@@ -7,33 +7,19 @@ import (
 
 // sprintf is fmt.Sprintf for string arguments and the verbs %s, %q and %%
 // only, built in one allocation: fmt boxes every argument and allocates per
-// call, and the rules format their findings on every admission. A verb
-// without an argument is written as fmt writes it (%!s(MISSING)); any other
-// verb is copied as it stands (fmt would complain in its own words).
+// call, and the rules format their findings on every admission. The buffer
+// is sized for the format, every argument and its quotes, so only an
+// argument that needs escaping makes it grow. A verb without an argument is
+// written as fmt writes it (%!s(MISSING)); any other verb is copied as it
+// stands (fmt would complain in its own words).
 func sprintf(format string, args ...string) string {
-	n, next := 0, 0
-	for i := 0; i < len(format); i++ {
-		if format[i] != '%' || i+1 == len(format) {
-			n++
-			continue
-		}
-		i++
-		switch verb := format[i]; {
-		case (verb == 's' || verb == 'q') && next == len(args):
-			n += len("%!s(MISSING)")
-		case verb == 's':
-			n += len(args[next])
-			next++
-		case verb == 'q':
-			n += quotedLen(args[next])
-			next++
-		default:
-			n += 2
-		}
+	n := len(format)
+	for _, a := range args {
+		n += len(a) + len(`""`)
 	}
 	var b strings.Builder
 	b.Grow(n)
-	next = 0
+	next := 0
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' || i+1 == len(format) {
 			b.WriteByte(format[i])
@@ -70,13 +56,6 @@ func plainQuote(s string) bool {
 		}
 	}
 	return true
-}
-
-func quotedLen(s string) int {
-	if plainQuote(s) {
-		return len(s) + 2
-	}
-	return len(strconv.Quote(s))
 }
 
 func writeQuoted(b *strings.Builder, s string) {
