@@ -28,35 +28,33 @@ const (
 
 // PlacementTooLarge says why ds's placement is too large to judge, "" when
 // it is not: too many terms or values, or, with nodes, too much work for
-// the nodes it would be tested against.
-func (env *Env) PlacementTooLarge(ds *appsv1.DaemonSet) string {
+// the nodes it would be tested against. It is judged once per DaemonSet and
+// snapshot (see Env.Coverage), however many rules and callers ask.
+func (env *Env) PlacementTooLarge(ds *appsv1.DaemonSet) string { return env.judged(ds).tooLarge }
+
+// PredictionWork is the work a prediction of ds costs on env's nodes, in
+// requirements × placement decisions; 0 without nodes, and 0 for a
+// placement over the term or value caps, which is never predicted.
+func (env *Env) PredictionWork(ds *appsv1.DaemonSet) int { return env.judged(ds).work }
+
+// judgeSize measures ds's placement against the limits.
+func judgeSize(ds *appsv1.DaemonSet, nodes *coverage.NodeSnapshot) (tooLarge string, work int) {
 	spec := &ds.Spec.Template.Spec
 	size := coverage.SizeOf(spec)
 	switch {
 	case size.Terms > MaxAffinityTerms:
-		return fmt.Sprintf("affinity too large to judge: %d terms; limit %d", size.Terms, MaxAffinityTerms)
+		return fmt.Sprintf("affinity too large to judge: %d terms; limit %d", size.Terms, MaxAffinityTerms), 0
 	case size.Values > MaxAffinityValues:
-		return fmt.Sprintf("affinity too large to judge: %d values; limit %d", size.Values, MaxAffinityValues)
+		return fmt.Sprintf("affinity too large to judge: %d values; limit %d", size.Values, MaxAffinityValues), 0
+	case nodes == nil:
+		return "", 0
 	}
-	if env.Nodes == nil {
-		return ""
-	}
-	examined := env.Nodes.NodesExamined(spec)
+	examined := nodes.NodesExamined(spec)
 	if work := size.Requirements * examined; work > MaxPredictionWork {
-		return fmt.Sprintf("affinity too large to judge against %d nodes: %d requirements × %d node checks; limit %d",
-			env.Nodes.Len(), size.Requirements, examined, MaxPredictionWork)
+		tooLarge = fmt.Sprintf("affinity too large to judge against %d nodes: %d requirements × %d node checks; limit %d",
+			nodes.Len(), size.Requirements, examined, MaxPredictionWork)
 	}
-	return ""
-}
-
-// PredictionWork is the work a prediction of ds costs on env's nodes, in
-// requirements × placement decisions; 0 without nodes.
-func (env *Env) PredictionWork(ds *appsv1.DaemonSet) int {
-	if env.Nodes == nil {
-		return 0
-	}
-	spec := &ds.Spec.Template.Spec
-	return max(coverage.SizeOf(spec).Requirements, 1) * env.Nodes.NodesExamined(spec)
+	return tooLarge, max(size.Requirements, 1) * examined
 }
 
 // DescribeNodes lists total nodes by name, at most limit of them and then

@@ -35,38 +35,49 @@ type Env struct {
 	// callers that have not authenticated.
 	HideNodeNames bool
 
-	// predicted caches the last prediction, shared by the rules that read
-	// it, with the DaemonSet and node snapshot it was made for (nil coverage
-	// when the placement is too large to predict).
+	// predicted caches the judgement of the last DaemonSet's placement and
+	// its prediction, shared by the rules that read them, with the
+	// DaemonSet and node snapshot they were made for.
 	predicted predicted
 }
 
-// predicted is a prediction and what it was made for.
+// predicted is a placement's judgement and prediction, and what they were
+// made for.
 type predicted struct {
-	ds       *appsv1.DaemonSet
-	nodes    *coverage.NodeSnapshot
+	ds    *appsv1.DaemonSet
+	nodes *coverage.NodeSnapshot
+	// tooLarge and work are PlacementTooLarge's and PredictionWork's
+	// answers.
+	tooLarge string
+	work     int
+	// coverage is nil until predicted, and stays nil for a placement too
+	// large to predict.
 	coverage *coverage.Coverage
 }
 
+// judged returns the cache for ds on env.Nodes, judging the placement's
+// size first when the cache was made for another DaemonSet or snapshot.
+// DaemonSets are only read, so the same pointer means the same object.
+func (env *Env) judged(ds *appsv1.DaemonSet) *predicted {
+	c := &env.predicted
+	if c.ds != ds || c.nodes != env.Nodes {
+		*c = predicted{ds: ds, nodes: env.Nodes}
+		c.tooLarge, c.work = judgeSize(ds, env.Nodes)
+	}
+	return c
+}
+
 // Coverage returns the predicted coverage of ds on env.Nodes; nil when the
-// nodes are not known. The prediction is kept in env for the same DaemonSet
-// (the same pointer) on the same snapshot, so the rules of one evaluation, and
-// a caller that asked before Evaluate (whose copy of env carries it along),
-// share one. DaemonSets are only read, so the same pointer means the same
-// object.
+// nodes are not known or the placement is too large to predict. The
+// prediction is kept in env for the same DaemonSet (the same pointer) on the
+// same snapshot, so the rules of one evaluation, and a caller that asked
+// before Evaluate (whose copy of env carries it along), share one.
 func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
 	if env.Nodes == nil {
 		return nil
 	}
-	c := &env.predicted
-	if c.ds == ds && c.nodes == env.Nodes {
-		// Also a placement found too large before (coverage nil): the
-		// size check walks the affinity and the snapshot, and three
-		// rules ask.
-		return c.coverage
-	}
-	*c = predicted{ds: ds, nodes: env.Nodes}
-	if env.PlacementTooLarge(ds) == "" {
+	c := env.judged(ds)
+	if c.coverage == nil && c.tooLarge == "" {
 		cov := coverage.Predict(ds, env.Nodes)
 		c.coverage = &cov
 	}
