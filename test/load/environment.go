@@ -70,8 +70,11 @@ type environment struct {
 	// dsguardPprof and noopPprof are the profiling endpoints' base URLs,
 	// set with -profile only.
 	dsguardPprof, noopPprof string
-	tlsConfig               *tls.Config
-	setup                   setupFigures
+	// recordedReview is the file the no-op webhook writes the review of
+	// the DaemonSet named recordName into.
+	recordedReview string
+	tlsConfig      *tls.Config
+	setup          setupFigures
 	// What startVAPWebhook needs besides.
 	bin, kubeconfig, host, certDir string
 	caBundle                       []byte
@@ -224,8 +227,10 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
+	e.recordedReview = filepath.Join(e.dir, "recorded-review.json")
 	e.noop, err = startProcess(e.dir, "noop-webhook", nil, self, append([]string{noopCommand,
-		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir}, noopArgs...)...)
+		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir,
+		"--record", e.recordedReview}, noopArgs...)...)
 	if err != nil {
 		return nil, err
 	}

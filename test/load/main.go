@@ -149,6 +149,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	r.setup.rssSettled, _ = env.dsguard.rss()
 	r.memory = append(r.memory, env.setup.memoryReady, env.memoryNow("settled", o.profile))
+	r.floorMemory = env.floorMemoryNow()
 	if o.phases[phaseCPU] {
 		if err := measureCPUPhases(ctx, env, fleet, r); err != nil {
 			return fmt.Errorf("CPU phases: %w", err)

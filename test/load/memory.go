@@ -54,6 +54,18 @@ func (e *environment) memoryNow(moment, profileDir string) memoryPoint {
 	return p
 }
 
+// floorMemoryNow returns the no-op webhook's RSS: what a controller-runtime
+// webhook process that holds no caches and judges nothing costs, beside
+// dsguard's own figures.
+func (e *environment) floorMemoryNow() memoryPoint {
+	p := memoryPoint{moment: "floor"}
+	p.rss, _ = e.noop.status("VmRSS:")
+	p.anon, _ = e.noop.status("RssAnon:")
+	p.file, _ = e.noop.status("RssFile:")
+	logf("no-op webhook memory: RSS %s (anonymous %s, binary %s)", mib(p.rss), mib(p.anon), mib(p.file))
+	return p
+}
+
 // readHeapStats reads the runtime's heap figures from a pprof endpoint. It
 // does not collect garbage first: the figures are the process's as it runs.
 func readHeapStats(pprofURL string) (heapStats, error) {
@@ -137,6 +149,9 @@ func (r *report) writeMemory(w io.Writer) {
 			heap = fmt.Sprintf("| %s | %s | %s | %s", mib(p.heap.alloc), mib(p.heap.inuse), mib(p.heap.fromOS), mib(p.heap.nextGC))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s %s |\n", p.moment, mib(p.rss), mib(p.anon), mib(p.file), heap)
+	}
+	if f := r.floorMemory; f.rss > 0 {
+		fmt.Fprintf(w, "| floor: the no-op webhook, settled | %s | %s | %s | - | - | - | - |\n", mib(f.rss), mib(f.anon), mib(f.file))
 	}
 	fmt.Fprintf(w, "\nPeak RSS (VmHWM) over the run: %s. Binary pages are the parts of dsguard's executable it has touched: "+
 		"clean and reclaimable, but counted in RSS. With -profile, the heap profiles of these moments are in %s.\n\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +11,12 @@ import (
 	_ "net/http/pprof" // the profile endpoints of -pprof
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -24,6 +28,9 @@ const (
 	noopCommand   = "noop-webhook"
 	noopReadyPath = "/readyz"
 	noopWarning   = "no-op webhook"
+	// recordName is the DaemonSet whose review the no-op webhook records
+	// (see -record): the body of the direct load.
+	recordName = "direct"
 )
 
 // runNoop serves a controller-runtime admission webhook that allows every
@@ -37,6 +44,7 @@ func runNoop(args []string) error {
 	port := fs.Int("port", 9444, "listen port")
 	certDir := fs.String("cert-dir", "", "directory with tls.crt and tls.key")
 	pprofAddr := fs.String("pprof", "", "address of Go's profiling endpoints (none when empty)")
+	record := fs.String("record", "", "file to write the AdmissionReview of the DaemonSet named "+recordName+" into, as the API server sent it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,13 +58,21 @@ func runNoop(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var recorded atomic.Bool
 	srv := webhook.NewServer(webhook.Options{Host: *host, Port: *port, CertDir: *certDir,
 		TLSOpts: []func(*tls.Config){dswebhook.HardenTLS}})
 	srv.Register(daemonSetURL, &admission.Webhook{Handler: admission.HandlerFunc(
 		func(_ context.Context, req admission.Request) admission.Response {
-			if req.Name == pingName {
+			switch {
+			case req.Name == pingName:
 				// Tells the harness that the API server calls this webhook.
 				return admission.Allowed("").WithWarnings(noopWarning)
+			case req.Name == recordName && *record != "" && recorded.CompareAndSwap(false, true):
+				// The first only: the direct load sends reviews of the
+				// same name, and a no-op must stay a no-op.
+				if err := recordReview(*record, req); err != nil {
+					return admission.Errored(http.StatusInternalServerError, err)
+				}
 			}
 			return admission.Allowed("")
 		})})
@@ -64,4 +80,19 @@ func runNoop(args []string) error {
 		w.WriteHeader(http.StatusOK)
 	}))
 	return srv.Start(ctx)
+}
+
+// recordReview writes req as the AdmissionReview the API server sent. The
+// object stays the API server's own bytes (a RawExtension); the rest is
+// encoded from the same structs the API server encodes.
+func recordReview(path string, req admission.Request) error {
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  &req.AdmissionRequest,
+	}
+	data, err := json.Marshal(review)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
 }

@@ -322,8 +322,9 @@ func churnDaemonSets(env *environment) func(context.Context, int) error {
 	}
 }
 
-// directStep is one target at one concurrency.
+// directStep is one target at one concurrency with one body.
 type directStep struct {
+	payload     string
 	target      string
 	concurrency int
 	requests    int
@@ -332,17 +333,85 @@ type directStep struct {
 	p50, p99    time.Duration
 }
 
+// The bodies of the direct load.
+const (
+	payloadAPIServer = "as the API server sent it"
+	payloadMinimal   = "minimal"
+)
+
 // measureDirect sends AdmissionReviews straight to each webhook over TLS
 // (keep-alive connections, as the API server holds them), at 1, 16 and 64
-// requests in flight, alternating which webhook goes first.
+// requests in flight, alternating which webhook goes first. It sends two
+// bodies: the review the API server sent the no-op webhook for a real
+// create (managed fields, user info and options included), which is what a
+// webhook decodes in a cluster, and a minimal one (the DaemonSet alone),
+// which leaves the least work besides dsguard's own.
 func measureDirect(ctx context.Context, env *environment, r *report) error {
-	ds := daemonSet("direct")
-	ds.Namespace = nsDsguard
-	raw, err := json.Marshal(ds)
+	recorded, err := env.recordReview(ctx)
+	if err != nil {
+		return fmt.Errorf("recording the API server's review: %w", err)
+	}
+	minimal, err := minimalReview()
 	if err != nil {
 		return err
 	}
-	review := admissionv1.AdmissionReview{
+	targets := []struct{ name, file, url, pprof string }{{"no-op webhook", "noop", env.noopURL, env.noopPprof},
+		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof}}
+	for _, p := range []struct {
+		name, file string
+		body       []byte
+	}{{payloadAPIServer, "apiserver", recorded}, {payloadMinimal, "minimal", minimal}} {
+		for i, c := range []int{1, 16, 64} {
+			for j := range targets {
+				t := targets[(i+j)%len(targets)]
+				logf("direct TLS, %s review: %s at %d concurrent for %s", p.file, t.name, c, r.opts.direct)
+				var prof *profiler
+				// Both webhooks are profiled or neither: profiling costs CPU.
+				if r.opts.profile != "" && t.pprof != "" {
+					prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", t.file, p.file, c))}
+				}
+				step, err := directLoad(ctx, env.httpClient(c), t.url, p.body, c, r.opts.direct, prof)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.name, err)
+				}
+				step.payload, step.target = p.name, t.name
+				r.direct = append(r.direct, step)
+				logf("  %.0f requests/s, p50 %s p99 %s, %d failed", step.throughput, ms(step.p50), ms(step.p99), step.failed)
+			}
+		}
+	}
+	return nil
+}
+
+// recordReview creates the DaemonSet named recordName where the no-op
+// webhook judges it, deletes it again, and returns the review the no-op
+// webhook recorded: the bytes a webhook gets for a kubectl create.
+func (e *environment) recordReview(ctx context.Context) ([]byte, error) {
+	ds := daemonSet(recordName)
+	if _, err := e.kube.AppsV1().DaemonSets(nsNoop).Create(ctx, ds, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+		return nil, err
+	}
+	if err := e.kube.AppsV1().DaemonSets(nsNoop).Delete(ctx, recordName, metav1.DeleteOptions{}); err != nil {
+		return nil, err
+	}
+	body, err := os.ReadFile(e.recordedReview)
+	if err != nil {
+		return nil, err
+	}
+	logf("recorded the API server's review of a DaemonSet create: %d bytes", len(body))
+	return body, nil
+}
+
+// minimalReview is a review of the DaemonSet named recordName with nothing
+// the API server adds: no managed fields, user info or options.
+func minimalReview() ([]byte, error) {
+	ds := daemonSet(recordName)
+	ds.Namespace = nsDsguard
+	raw, err := json.Marshal(ds)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID:      types.UID("00000000-0000-0000-0000-000000000001"),
@@ -351,32 +420,7 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 			Name:     ds.Name, Namespace: nsDsguard, Operation: admissionv1.Create,
 			Object: runtime.RawExtension{Raw: raw},
 		},
-	}
-	body, err := json.Marshal(review)
-	if err != nil {
-		return err
-	}
-	targets := []struct{ name, file, url, pprof string }{{"no-op webhook", "noop", env.noopURL, env.noopPprof},
-		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof}}
-	for i, c := range []int{1, 16, 64} {
-		for j := range targets {
-			t := targets[(i+j)%len(targets)]
-			logf("direct TLS: %s at %d concurrent for %s", t.name, c, r.opts.direct)
-			var prof *profiler
-			// Both webhooks are profiled or neither: profiling costs CPU.
-			if r.opts.profile != "" && t.pprof != "" {
-				prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%d.pprof", t.file, c))}
-			}
-			step, err := directLoad(ctx, env.httpClient(c), t.url, body, c, r.opts.direct, prof)
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
-			}
-			step.target = t.name
-			r.direct = append(r.direct, step)
-			logf("  %.0f requests/s, p50 %s p99 %s, %d failed", step.throughput, ms(step.p50), ms(step.p99), step.failed)
-		}
-	}
-	return nil
+	})
 }
 
 // profiler takes a CPU profile of a webhook over a direct load step.
