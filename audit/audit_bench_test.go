@@ -3,12 +3,15 @@ package audit
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -53,5 +56,69 @@ func BenchmarkAudit(b *testing.B) {
 		if err := WriteTable(io.Discard, entries, true); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAuditorMemory is what the auditor remembers between passes at
+// 5,000 and 65,000 nodes: 1,000 DaemonSets that skip a tainted pool of 15 %
+// of the nodes, observed once each, then observed again after a node of
+// that pool changed class (the Event path). It reports the heap the
+// auditor's memory keeps per DaemonSet, after a garbage collection, and the
+// time of one observation.
+func BenchmarkAuditorMemory(b *testing.B) {
+	for _, size := range []int{5000, 65000} {
+		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
+			nodes := make([]*corev1.Node, size)
+			for i := range nodes {
+				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%05d", i), Labels: map[string]string{
+					"kubernetes.io/hostname": fmt.Sprintf("node-%05d", i), "kubernetes.io/os": "linux",
+					"pool": fmt.Sprintf("pool-%d", i%20)}}}
+				if i%20 < 3 {
+					n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+				}
+				nodes[i] = n
+			}
+			set := coverage.NewNodeSet(nodes)
+			pol := rules.Builtin().Default()
+			const daemonSets = 1000
+			entries := func(snap *coverage.NodeSnapshot) []Entry {
+				var dss []*appsv1.DaemonSet
+				for i := range daemonSets {
+					ds := auditDS(fmt.Sprintf("agent-%04d", i), int32(size*85/100), int32(size*85/100))
+					ds.Namespace = fmt.Sprintf("team-%02d", i%40)
+					dss = append(dss, ds)
+				}
+				return Run(Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: time.Now()})
+			}
+			a := &Auditor{Recorder: &events.FakeRecorder{}, seen: map[types.NamespacedName]*auditMemory{}}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			first := entries(set.Snapshot())
+			for i := range first {
+				a.observe(b.Context(), &first[i], set.Snapshot(), true)
+			}
+			first = nil
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			retained := float64(after.HeapAlloc-before.HeapAlloc) / daemonSets
+
+			// A node of an untainted pool gets the pool's taint: every
+			// DaemonSet now skips one more node.
+			moved := nodes[3].DeepCopy()
+			moved.Spec.Taints = nodes[0].Spec.Taints
+			set.Apply(moved)
+			second := entries(set.Snapshot())
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range second {
+					a.observe(b.Context(), &second[i], set.Snapshot(), false)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/daemonSets, "ns/observe")
+			b.ReportMetric(retained, "retained-B/daemonset")
+			runtime.KeepAlive(a)
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,7 +74,11 @@ type Auditor struct {
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
 // fire Events on changes only.
 type auditMemory struct {
-	gaps       []string // nodes skipped for counted taints, sorted
+	// gaps are the skips for counted taints (Coverage.Gaps) at the last
+	// audit: runs of the snapshot's classes, not names (see
+	// coverage.NewlySkipped), so remembering them costs the classes, which
+	// the snapshot shares, instead of a name per skipped node.
+	gaps       []coverage.Skip
 	state      StatusState
 	violations string
 	exemptions string
@@ -364,17 +367,17 @@ func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnap
 	a.record(e)
 	a.observeExemptions(e, mem, quiet && !known)
 	if quiet && !known {
-		mem.gaps = countedGaps(&e.Coverage)
+		mem.gaps = e.Coverage.Gaps()
 		mem.state = e.Status.State
 		mem.violations = violations(e.Findings)
 		return
 	}
 
 	// Coverage got worse: a node joined or changed and is now skipped.
-	gaps := countedGaps(&e.Coverage)
-	if added := newlySkipped(mem.gaps, gaps); known && len(added) > 0 && e.Intended == "" {
+	gaps := e.Coverage.Gaps()
+	if count, first := coverage.NewlySkipped(mem.gaps, gaps, newlySkippedNamed); known && count > 0 && e.Intended == "" {
 		a.event(ds, corev1.EventTypeWarning, "CoverageReduced", "now skips %d of %d nodes; newly skipped: %s",
-			len(gaps), e.Coverage.Total, describeNewlySkipped(added, &e.Coverage))
+			coverage.NodesIn(gaps), e.Coverage.Total, describeNewlySkipped(count, first, gaps))
 	}
 	mem.gaps = gaps
 
@@ -454,64 +457,18 @@ func (a *Auditor) event(ds *appsv1.DaemonSet, eventType, reason, format string, 
 	a.Recorder.Eventf(ds, nil, eventType, reason, "Audit", "%s", note)
 }
 
-// countedGaps returns the nodes skipped for an untolerated, non-transient
-// taint, sorted. Transient taints (a node joining) never raise an Event. The
-// auditor keeps this list for every DaemonSet between passes, so it holds
-// names only (shared with the node snapshot): the reasons are looked up in
-// the current coverage for the few nodes an Event names. With a reason per
-// node (its own string) this memory was most of the heap at 5,000 nodes and
-// 1,500 DaemonSets.
-func countedGaps(cov *coverage.Coverage) []string {
-	gaps := cov.Gaps()
-	if len(gaps) == 1 {
-		return gaps[0].Nodes() // already sorted
-	}
-	var out []string
-	for _, s := range gaps {
-		out = append(out, s.Nodes()...)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+// newlySkippedNamed is how many of the newly skipped nodes an Event names.
+const newlySkippedNamed = 10
 
-// newlySkipped returns the nodes in now and not in before, both sorted.
-func newlySkipped(before, now []string) []string {
-	var out []string
-	i := 0
-	for _, n := range now {
-		for i < len(before) && before[i] < n {
-			i++
-		}
-		if i == len(before) || before[i] != n {
-			out = append(out, n)
-		}
+// describeNewlySkipped names the first of the count newly skipped nodes with
+// the reason of the gap skipping each.
+func describeNewlySkipped(count int, first []coverage.NewSkip, gaps []coverage.Skip) string {
+	parts := make([]string, 0, len(first)+1)
+	for _, n := range first {
+		parts = append(parts, n.Name+" ("+gaps[n.Skip].Reason()+")")
 	}
-	return out
-}
-
-// describeNewlySkipped names the first ten of nodes with the reason cov
-// gives for each.
-func describeNewlySkipped(nodes []string, cov *coverage.Coverage) string {
-	const named = 10
-	shown := nodes[:min(len(nodes), named)]
-	reasons := make(map[string]string, len(shown))
-	for _, s := range cov.Gaps() {
-		reason := ""
-		for _, n := range s.Nodes() {
-			if _, ok := reasons[n]; !ok && slices.Contains(shown, n) {
-				if reason == "" {
-					reason = s.Reason()
-				}
-				reasons[n] = reason
-			}
-		}
-	}
-	parts := make([]string, 0, len(shown)+1)
-	for _, n := range shown {
-		parts = append(parts, n+" ("+reasons[n]+")")
-	}
-	if len(nodes) > named {
-		parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-named))
+	if count > len(first) {
+		parts = append(parts, fmt.Sprintf("and %d more", count-len(first)))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,43 +16,21 @@ import (
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
-func TestCountedGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
+func TestGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
+	infra := corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}
 	cov := &coverage.Coverage{Total: 6, Eligible: 1, Skips: []coverage.Skip{
-		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}.WithNodes("infra-1", "infra-2"),
+		coverage.Skip{Kind: coverage.SkipTaint, Taint: infra}.WithNodes("infra-1", "infra-2"),
 		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}, Transient: true}.WithNodes("joining-1"),
 		coverage.Skip{Kind: coverage.SkipSelector}.WithNodes("gpu-1"),
 		coverage.Skip{Kind: coverage.SkipOSArch}.WithNodes("win-1"),
 	}}
-	got := countedGaps(cov)
-	if !reflect.DeepEqual(got, []string{"infra-1", "infra-2"}) {
-		t.Fatalf("counted gaps = %v, want infra-1 and infra-2 only", got)
+	before := []coverage.Skip{coverage.Skip{Kind: coverage.SkipTaint, Taint: infra}.WithNodes("infra-1")}
+	count, first := coverage.NewlySkipped(before, cov.Gaps(), newlySkippedNamed)
+	if d := describeNewlySkipped(count, first, cov.Gaps()); d != "infra-2 (taint dedicated=infra:NoSchedule not tolerated)" {
+		t.Errorf("description = %q, want infra-2 only: joining, selected-out and other-OS nodes are no gap", d)
 	}
-	added := newlySkipped([]string{"infra-1"}, got)
-	if !reflect.DeepEqual(added, []string{"infra-2"}) {
-		t.Errorf("newly skipped = %v, want [infra-2]", added)
-	}
-	if d := describeNewlySkipped(added, cov); d != "infra-2 (taint dedicated=infra:NoSchedule not tolerated)" {
-		t.Errorf("description = %q", d)
-	}
-	if len(newlySkipped(got, []string{"infra-1"})) != 0 {
+	if count, _ := coverage.NewlySkipped(cov.Gaps(), before, newlySkippedNamed); count != 0 {
 		t.Error("fewer skipped nodes is not a reduction of coverage")
-	}
-}
-
-func TestNewlySkipped(t *testing.T) {
-	tests := []struct {
-		before, now, want []string
-	}{
-		{nil, []string{"a", "b"}, []string{"a", "b"}},
-		{[]string{"a", "b"}, nil, nil},
-		{[]string{"b", "d"}, []string{"a", "b", "c", "d", "e"}, []string{"a", "c", "e"}},
-		{[]string{"a", "c"}, []string{"b"}, []string{"b"}},
-		{[]string{"a", "b"}, []string{"a", "b"}, nil},
-	}
-	for _, tt := range tests {
-		if got := newlySkipped(tt.before, tt.now); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("newlySkipped(%v, %v) = %v, want %v", tt.before, tt.now, got, tt.want)
-		}
 	}
 }
 
@@ -62,11 +39,12 @@ func TestDescribeNewlySkipped_NamesTenWithTheirReasons(t *testing.T) {
 	for i := range 12 {
 		gpus = append(gpus, fmt.Sprintf("gpu-%02d", i))
 	}
-	cov := &coverage.Coverage{Skips: []coverage.Skip{
-		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}.WithNodes("infra-1"),
+	infra := coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}}.WithNodes("infra-1")
+	cov := &coverage.Coverage{Skips: []coverage.Skip{infra,
 		coverage.Skip{Kind: coverage.SkipTaint, Taint: corev1.Taint{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}.WithNodes(gpus...),
 	}}
-	got := describeNewlySkipped(newlySkipped([]string{"infra-1"}, countedGaps(cov)), cov)
+	count, first := coverage.NewlySkipped([]coverage.Skip{infra}, cov.Gaps(), newlySkippedNamed)
+	got := describeNewlySkipped(count, first, cov.Gaps())
 	if !strings.HasPrefix(got, "gpu-00 (taint nvidia.com/gpu:NoSchedule not tolerated), ") ||
 		!strings.HasSuffix(got, "gpu-09 (taint nvidia.com/gpu:NoSchedule not tolerated), and 2 more") || strings.Contains(got, "infra-1") {
 		t.Errorf("description = %q", got)

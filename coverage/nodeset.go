@@ -1,6 +1,7 @@
 package coverage
 
 import (
+	"iter"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -222,6 +223,7 @@ func (r *nameRun) len() int {
 // runCursor walks a nameRun.
 type runCursor struct {
 	run     *nameRun
+	at      int // the run's index
 	i, skip int
 	name    string
 }
@@ -250,46 +252,56 @@ func (c *runCursor) advance() bool {
 }
 
 // mergeRuns returns the first limit names of runs in order (fewer when the
-// runs hold fewer). A binary heap of cursors, written out rather than
-// through container/heap: this is the inner loop of every list of skipped
-// nodes.
+// runs hold fewer).
 func mergeRuns(runs []nameRun, limit int) []string {
-	out := make([]string, 0, limit)
+	out := make([]string, 0, max(limit, 0))
 	if limit <= 0 {
 		return out
 	}
-	cursors := make([]runCursor, len(runs))
-	h := make([]*runCursor, 0, len(runs))
-	for i := range runs {
-		c := &cursors[i]
-		c.run = &runs[i]
-		if c.advance() {
-			h = append(h, c)
+	for name := range eachName(runs) {
+		out = append(out, name)
+		if len(out) == limit {
+			break
 		}
-	}
-	switch len(h) {
-	case 0:
-		return out
-	case 1:
-		for c := h[0]; ; {
-			out = append(out, c.name)
-			if len(out) == limit || !c.advance() {
-				return out
-			}
-		}
-	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		siftDown(h, i)
-	}
-	for len(h) > 0 && len(out) < limit {
-		out = append(out, h[0].name)
-		if !h[0].advance() {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-		}
-		siftDown(h, 0)
 	}
 	return out
+}
+
+// eachName yields the names of runs in order, each with the index of the run
+// it comes from. A binary heap of cursors, written out rather than through
+// container/heap: this is the inner loop of every list of skipped nodes.
+func eachName(runs []nameRun) iter.Seq2[string, int] {
+	return func(yield func(string, int) bool) {
+		cursors := make([]runCursor, len(runs))
+		h := make([]*runCursor, 0, len(runs))
+		for i := range runs {
+			c := &cursors[i]
+			c.run, c.at = &runs[i], i
+			if c.advance() {
+				h = append(h, c)
+			}
+		}
+		if len(h) == 1 {
+			for c := h[0]; ; {
+				if !yield(c.name, c.at) || !c.advance() {
+					return
+				}
+			}
+		}
+		for i := len(h)/2 - 1; i >= 0; i-- {
+			siftDown(h, i)
+		}
+		for len(h) > 0 {
+			if !yield(h[0].name, h[0].at) {
+				return
+			}
+			if !h[0].advance() {
+				h[0] = h[len(h)-1]
+				h = h[:len(h)-1]
+			}
+			siftDown(h, 0)
+		}
+	}
 }
 
 func siftDown(h []*runCursor, i int) {
