@@ -239,10 +239,13 @@ func (a *Auditor) Start(ctx context.Context) error {
 	}
 }
 
-// daemonSets lists the audited DaemonSets from the cache.
+// daemonSets lists the audited DaemonSets from the cache. They are the
+// cache's own objects, not deep copies: callers only read them (names and
+// placements), and a node change lists every DaemonSet, so copies would
+// make each relevant node change cost a copy of every DaemonSet.
 func (a *Auditor) daemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
 	var list appsv1.DaemonSetList
-	if err := a.Cache.List(ctx, &list); err != nil {
+	if err := a.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make([]*appsv1.DaemonSet, 0, len(list.Items))
