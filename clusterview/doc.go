@@ -1,5 +1,5 @@
 // Package clusterview is what a running dsguard knows of its cluster, kept
-// current by informers and shared by the admission webhook and the auditor:
+// current by watches and shared by the admission webhook and the auditor:
 // the nodes (NodeView, one coverage.NodeSnapshot at a time, with change
 // notifications and readiness) and the policy in force (PolicySource, fed from
 // its ConfigMap by PolicyLoader).

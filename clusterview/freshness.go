@@ -2,7 +2,6 @@ package clusterview
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,13 +16,12 @@ const (
 )
 
 // Freshness tracks how long ago the node view was last known to match the
-// API server: its age. An informer says nothing when nothing changes, so
-// silence alone cannot tell a quiet cluster from a lost connection. Two
-// signs count as contact: a node event (any event, including the replays a
-// relist delivers after a reconnect) and a successful Probe while the node
-// watch has reported no failure since its last event. A failed list or
-// watch of nodes (WatchError) stops the probe from counting until the next
-// event proves the informer has caught up again.
+// API server: its age. A watch says nothing when nothing changes, so silence
+// alone cannot tell a quiet cluster from a lost connection. Two signs count
+// as contact: a node event (any event, and the relist after a reconnect) and
+// a successful Probe while the node watch has reported no failure since its
+// last event. A failed list or watch of nodes stops the probe from counting
+// until the next event proves the reflector has caught up again.
 type Freshness struct {
 	// StaleAfter is the age past which the view is stale and node-aware
 	// rules fall back to their offline form; DefaultStaleAfter when zero.
@@ -69,20 +67,18 @@ func (f *Freshness) AgeCollector() prometheus.Collector {
 	}, func() float64 { return f.Age().Seconds() })
 }
 
-// WatchError is a cache watch error handler (cache.Options.DefaultWatchErrorHandler):
-// a failed node list or watch marks the view as out of touch; every error is
-// then logged as client-go's default handler does.
-func (v *NodeView) WatchError(ctx context.Context, r *toolscache.Reflector, err error) {
-	if strings.HasSuffix(r.TypeDescription(), ".Node") {
-		v.broken.Store(true)
-	}
+// watchError is the node reflector's error handler: a failed node list or
+// watch marks the view as out of touch; every error is then logged as
+// client-go's default handler does.
+func (v *NodeView) watchError(ctx context.Context, r *toolscache.Reflector, err error) {
+	v.broken.Store(true)
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 func (f *Freshness) touch(t time.Time) { f.heard.Store(t.UnixNano()) }
 
 // heardEvent counts a node event as contact once the view is built (until
-// then Age stays 0, see Age): the informer has caught up.
+// then Age stays 0, see Age): the reflector has caught up.
 func (f *Freshness) heardEvent() {
 	if f.heard.Load() == 0 {
 		return
@@ -92,8 +88,8 @@ func (f *Freshness) heardEvent() {
 }
 
 // trackFreshness starts the clock (the view has just been built from a
-// synced cache) and runs the probe until ctx ends; node events count through
-// heardEvent.
+// complete list of the nodes) and runs the probe until ctx ends; node events
+// count through heardEvent.
 func (v *NodeView) trackFreshness(ctx context.Context) {
 	v.broken.Store(false)
 	v.touch(time.Now())

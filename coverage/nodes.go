@@ -195,7 +195,12 @@ func (s *NodeSnapshot) setMember(node *corev1.Node, name string, values []perNod
 // readValues fills values with n's values of the per-node keys.
 func (s *NodeSnapshot) readValues(values []perNodeValue, n *corev1.Node) {
 	for j, k := range s.perNodeKeys {
-		values[j].value, values[j].present = n.Labels[k]
+		v, ok := n.Labels[k]
+		if v == n.Name {
+			// The hostname is often the name: one string serves both.
+			v = n.Name
+		}
+		values[j].value, values[j].present = v, ok
 	}
 }
 
@@ -256,19 +261,17 @@ func (c *nodeClass) withValue(j int, value string) []int32 {
 }
 
 // StripNode returns a copy of n with only what the prediction reads: name,
-// uid, resourceVersion, labels, taints and cordon. The node informer applies
-// it as a cache transform, so a 5,000-node cache holds no images, conditions,
-// managed fields or annotations. Label keys and values are interned: every
-// node decoded from the API server has its own copy of the same dozen keys
-// and of its zone, instance type and pool, which one copy serves.
+// labels, taints and cordon. The node view's reflector applies it to the
+// nodes a streamed list collects before they are handed over, so that the
+// list holds no images, conditions, managed fields or annotations. Label
+// keys and values are interned: every node decoded from the API server has
+// its own copy of the same dozen keys and of its zone, instance type and
+// pool, which one copy serves.
 func StripNode(n *corev1.Node) *corev1.Node {
 	return &corev1.Node{
-		TypeMeta: n.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: internLabels(n.Labels),
-			DeletionTimestamp: n.DeletionTimestamp,
-		},
-		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+		TypeMeta:   n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: internLabels(n.Labels)},
+		Spec:       corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
 	}
 }
 

@@ -137,7 +137,7 @@ func TestStripNode(t *testing.T) {
 	}
 	a, b := StripNode(decode("n-1")), StripNode(decode("n-2"))
 	want := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n-1", UID: "u-n-1", ResourceVersion: "7",
+		ObjectMeta: metav1.ObjectMeta{Name: "n-1",
 			Labels: map[string]string{corev1.LabelTopologyZone: "eu-west-1a", corev1.LabelHostname: "n-1"}},
 		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 	}

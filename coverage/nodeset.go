@@ -15,10 +15,16 @@ import (
 // A NodeSet is for one writer at a time.
 type NodeSet struct {
 	snap *NodeSnapshot
-	// index maps each class key to its position in snap.classes. Which
-	// class a node is in is found by searching the classes (locate): a
-	// map from every node's name would cost more memory than the snapshot.
-	index map[string]int
+	// index maps each class key to its slot: the class's position in
+	// snap.classes.
+	index map[string]*classSlot
+	// where maps each node's name (the member's own string) to its class's
+	// slot, so that telling whether an update changes anything (Holds)
+	// costs one lookup, not a search of every class: a node view holds no
+	// copy of the nodes to compare an update with. Slots, not positions,
+	// so that a class moving in snap.classes updates one slot, not an
+	// entry per member.
+	where map[string]*classSlot
 	// builtClasses is the class count at the last full build: when changes
 	// multiply the classes (a new label with a value per node), the set is
 	// rebuilt so that the label counts as per-node.
@@ -32,11 +38,19 @@ func NewNodeSet(nodes []*corev1.Node) *NodeSet {
 	return s
 }
 
+// classSlot holds a class's position in NodeSet.snap.classes.
+type classSlot struct{ at int }
+
 func (s *NodeSet) build(snap *NodeSnapshot) {
 	s.snap = snap
-	s.index = make(map[string]int, len(snap.classes))
+	s.index = make(map[string]*classSlot, len(snap.classes))
+	s.where = make(map[string]*classSlot, snap.total)
 	for i, c := range snap.classes {
-		s.index[c.key] = i
+		slot := &classSlot{at: i}
+		s.index[c.key] = slot
+		for _, m := range c.members {
+			s.where[m.name] = slot
+		}
 	}
 	s.builtClasses = len(snap.classes)
 }
@@ -45,15 +59,68 @@ func (s *NodeSet) build(snap *NodeSnapshot) {
 func (s *NodeSet) Snapshot() *NodeSnapshot { return s.snap }
 
 // locate returns the class holding the node named name and its position
-// there: a binary search per class, so a change costs O(classes · log
-// nodes), like the copy of the class list it makes anyway.
+// there.
 func (s *NodeSet) locate(name string) (*nodeClass, int, bool) {
-	for _, c := range s.snap.classes {
-		if i, ok := c.find(name); ok {
-			return c, i, true
+	slot, ok := s.where[name]
+	if !ok {
+		return nil, 0, false
+	}
+	c := s.snap.classes[slot.at]
+	i, ok := c.find(name)
+	return c, i, ok
+}
+
+// Holds reports whether the set holds n as it is: a node of that name with
+// the same labels and taints (what a prediction reads; a taint's TimeAdded
+// is not part of it). It builds nothing, so an update that changes nothing
+// a prediction reads (a heartbeat, a condition, an annotation) costs a
+// lookup and a comparison.
+func (s *NodeSet) Holds(n *corev1.Node) bool {
+	c, i, ok := s.locate(n.Name)
+	if !ok || !sameTaints(c.node.Spec.Taints, n.Spec.Taints) {
+		return false
+	}
+	labels := len(c.node.Labels)
+	for j, v := range c.valuesOf(i) {
+		got, present := n.Labels[s.snap.perNodeKeys[j]]
+		if present != v.present || got != v.value {
+			return false
+		}
+		if present {
+			labels++
 		}
 	}
-	return nil, 0, false
+	if len(n.Labels) != labels {
+		return false
+	}
+	for k, v := range c.node.Labels {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTaints compares taints as a prediction reads them: key, value and
+// effect, in order (TimeAdded is when the node lifecycle controller added a
+// NoExecute taint, no part of a prediction).
+func sameTaints(a, b []corev1.Taint) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.Taint) bool {
+		return x.Key == y.Key && x.Value == y.Value && x.Effect == y.Effect
+	})
+}
+
+// Node returns the node named name as the set holds it (name, labels and
+// taints), or nil when the set has no such node. The node is the caller's:
+// its label map is a new one.
+func (s *NodeSet) Node(name string) *corev1.Node {
+	c, i, ok := s.locate(name)
+	if !ok {
+		return nil
+	}
+	n := s.snap.memberNode(c)
+	s.snap.setMember(&n, c.members[i].name, c.valuesOf(i))
+	return &n
 }
 
 // Apply adds the node or replaces the node of the same name. It returns the
@@ -99,8 +166,8 @@ func (s *NodeSet) Remove(name string) (from string, changed bool) {
 // labels and taints, no name), or nil when the current snapshot has no such
 // class. Keys come from Apply and Remove.
 func (s *NodeSet) ClassNode(key string) *corev1.Node {
-	if i, ok := s.index[key]; ok {
-		return &s.snap.classes[i].node
+	if slot, ok := s.index[key]; ok {
+		return &s.snap.classes[slot.at].node
 	}
 	return nil
 }
@@ -108,8 +175,9 @@ func (s *NodeSet) ClassNode(key string) *corev1.Node {
 // removeMember replaces the class with this key by a copy without its
 // member at position at.
 func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
-	i := s.index[key]
+	i := s.index[key].at
 	old := next.classes[i]
+	delete(s.where, old.members[at].name)
 	if len(old.members) == 1 {
 		// The class is gone: the last class takes its place.
 		last := len(next.classes) - 1
@@ -118,7 +186,7 @@ func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
 		next.classes = next.classes[:last]
 		delete(s.index, key)
 		if i != last {
-			s.index[moved.key] = i
+			s.index[moved.key].at = i
 		}
 		return
 	}
@@ -147,16 +215,20 @@ func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
 // (values its per-node values), or adds the class.
 func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, values []perNodeValue) {
 	m := nodeMember{name: n.Name}
-	i, ok := s.index[key]
+	slot, ok := s.index[key]
 	if !ok {
 		c := next.newClass(key, n)
 		c.members = []nodeMember{m}
 		c.values = values
 		next.indexValues(c)
-		s.index[key] = len(next.classes)
+		slot = &classSlot{at: len(next.classes)}
+		s.index[key] = slot
+		s.where[m.name] = slot
 		next.classes = append(next.classes, c)
 		return
 	}
+	s.where[m.name] = slot
+	i := slot.at
 	old := next.classes[i]
 	at, _ := old.find(m.name)
 	k := len(old.byValue)

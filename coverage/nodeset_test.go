@@ -189,10 +189,21 @@ func TestNodeSet_ChangesMatchARebuild(t *testing.T) {
 			} else {
 				n := randomNode(r, i)
 				prev, existed := live[name]
+				held := set.Holds(n)
 				_, _, changed := set.Apply(n)
 				live[name] = n
 				if existed && changed == (reflect.DeepEqual(prev.Labels, n.Labels) && slices.Equal(prev.Spec.Taints, n.Spec.Taints)) {
 					t.Fatalf("seed %d step %d: Apply(%s) changed = %v", seed, step, name, changed)
+				}
+				if held == changed || !set.Holds(n) {
+					t.Fatalf("seed %d step %d: Holds(%s) = %v before Apply (changed = %v), %v after", seed, step, name, held, changed, set.Holds(n))
+				}
+			}
+			for _, name := range []string{name, fmt.Sprintf("n-%03d", r.IntN(260))} {
+				got, want := set.Node(name), live[name]
+				if (got == nil) != (want == nil) || got != nil && (got.Name != want.Name || !reflect.DeepEqual(got.Labels, want.Labels) ||
+					!slices.Equal(got.Spec.Taints, want.Spec.Taints)) {
+					t.Fatalf("seed %d step %d: Node(%s) = %+v, want %+v", seed, step, name, got, want)
 				}
 			}
 			if step%50 == 0 {

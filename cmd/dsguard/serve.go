@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -152,11 +153,9 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	m := dswebhook.NewMetrics(metrics.Registry)
-	// The node view exists before the manager: the cache reports its watch
-	// errors to it (see clusterview.Freshness).
 	nodes := &clusterview.NodeView{Log: ctrl.Log.WithName("nodes"),
 		Freshness: clusterview.Freshness{StaleAfter: o.nodeStaleAfter}}
-	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m, nodes)
+	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m)
 	if err != nil {
 		return err
 	}
@@ -247,7 +246,7 @@ func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Sch
 // newManager builds the manager: caches restricted to what dsguard reads,
 // the metrics and probe endpoints, and the hardened webhook server.
 func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
-	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics, nodes *clusterview.NodeView) (ctrl.Manager, error) {
+	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
 	// Metrics are served with the webhook's certificate (its CA is the
 	// chart's), so that a scraper can verify them instead of skipping
 	// verification of a self-signed certificate: the files of --cert-dir, or
@@ -266,15 +265,16 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
-		Cache: cache.Options{DefaultWatchErrorHandler: nodes.WatchError, ByObject: map[client.Object]cache.ByObject{
+		// No Nodes: the node view lists and watches them itself and keeps
+		// no Node objects (clusterview.NodeView); nothing reads them from
+		// the manager's cache or client.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			// Only the one policy ConfigMap: dsguard never lists or holds
 			// other ConfigMaps.
 			&corev1.ConfigMap{}: {
 				Namespaces: map[string]cache.Config{o.namespace: {}},
 				Field:      fields.OneTermEqualSelector("metadata.name", o.policyName),
 			},
-			// Nodes: only names, labels and taints are kept.
-			&corev1.Node{}: {Transform: clusterview.StripNode},
 			// DaemonSets: the auditor reads metadata, spec and status.
 			&appsv1.DaemonSet{}: {Transform: cache.TransformStripManagedFields()},
 		}},
@@ -303,7 +303,16 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, nodes *clusterv
 	}); err != nil {
 		return nil, err
 	}
-	nodes.Cache = mgr.GetCache()
+	// Nodes in protobuf, as Kubernetes' own controllers read them: a list
+	// of tens of thousands costs less to decode than in JSON.
+	nodeConfig := rest.AddUserAgent(rest.CopyConfig(mgr.GetConfig()), "dsguard-nodes")
+	nodeConfig.ContentType = runtime.ContentTypeProtobuf
+	nodeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	if err != nil {
+		return nil, fmt.Errorf("node client: %w", err)
+	}
+	nodes.Nodes = clusterview.NodeListerWatcher(nodeClient)
 	// A list of one node's metadata: the cheapest question that proves the
 	// API server answers this replica (see clusterview.Freshness).
 	nodes.Probe = func(ctx context.Context) error {
