@@ -38,7 +38,10 @@ type nodeClass struct {
 	key string
 	// node carries the class's shared labels and taints; Name and the
 	// per-node labels are set per member only when a DaemonSet looks at them.
-	node    corev1.Node
+	node corev1.Node
+	// labels lists node.Labels, for NodeSet.Holds: ranging over a slice
+	// costs less than over a map, and Holds runs for every Node update.
+	labels  []labelPair
 	members []nodeMember // sorted by name
 	// values holds the members' values of NodeSnapshot.perNodeKeys, one
 	// run of len(perNodeKeys) per member in member order (valuesOf): one
@@ -52,6 +55,8 @@ type nodeClass struct {
 	// borrowMemberNode.
 	labelMaps sync.Pool
 }
+
+type labelPair struct{ key, value string }
 
 type nodeMember struct {
 	name string
@@ -146,7 +151,10 @@ func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
 			labels[k] = v
 		}
 	}
-	c := &nodeClass{key: key}
+	c := &nodeClass{key: key, labels: make([]labelPair, 0, len(labels))}
+	for k, v := range labels {
+		c.labels = append(c.labels, labelPair{k, v})
+	}
 	c.node.Labels = labels
 	c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
 	return c

@@ -80,7 +80,7 @@ func (s *NodeSet) Holds(n *corev1.Node) bool {
 	if !ok || !sameTaints(c.node.Spec.Taints, n.Spec.Taints) {
 		return false
 	}
-	labels := len(c.node.Labels)
+	labels := len(c.labels)
 	for j, v := range c.valuesOf(i) {
 		got, present := n.Labels[s.snap.perNodeKeys[j]]
 		if present != v.present || got != v.value {
@@ -93,8 +93,8 @@ func (s *NodeSet) Holds(n *corev1.Node) bool {
 	if len(n.Labels) != labels {
 		return false
 	}
-	for k, v := range c.node.Labels {
-		if got, ok := n.Labels[k]; !ok || got != v {
+	for _, l := range c.labels {
+		if got, ok := n.Labels[l.key]; !ok || got != l.value {
 			return false
 		}
 	}
@@ -191,7 +191,7 @@ func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
 		return
 	}
 	k := len(old.byValue)
-	c := &nodeClass{key: old.key, node: old.node,
+	c := &nodeClass{key: old.key, node: old.node, labels: old.labels,
 		members: slices.Delete(slices.Clone(old.members), at, at+1),
 		values:  slices.Delete(slices.Clone(old.values), at*k, (at+1)*k),
 		byValue: make([][]int32, k),
@@ -232,7 +232,7 @@ func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, valu
 	old := next.classes[i]
 	at, _ := old.find(m.name)
 	k := len(old.byValue)
-	c := &nodeClass{key: old.key, node: old.node,
+	c := &nodeClass{key: old.key, node: old.node, labels: old.labels,
 		members: slices.Insert(slices.Clone(old.members), at, m),
 		values:  slices.Insert(slices.Clone(old.values), at*k, values...),
 		byValue: make([][]int32, k),

@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
 	"testing"
 
@@ -88,9 +89,11 @@ func BenchmarkPredictAtScale(b *testing.B) {
 	}
 }
 
-// BenchmarkNodeSetHeap reports the heap a running dsguard holds for the
-// nodes beside its informer cache: the NodeSet (snapshot, classes, per-node
-// index and the name → class map), per node and per class. The per-class
+// BenchmarkNodeSetHeap reports the heap of a NodeSet (snapshot, classes,
+// per-node index and the name → class map), per node and per class, without
+// the node names and per-node values, which it shares with the nodes it was
+// built from (clusterview's BenchmarkNodeViewHeap measures all a running
+// dsguard holds for its nodes). The per-class
 // share comes from a second fleet of the same size with ten times the
 // classes (one extra label per ten nodes). It measures memory: ns/op is
 // suppressed.
@@ -142,5 +145,38 @@ func BenchmarkDecide(b *testing.B) {
 		if Decide(ds, node) == Decide(ds, tainted) {
 			b.Fatal("a taint the DaemonSet does not tolerate must change its placement")
 		}
+	}
+}
+
+// BenchmarkNodeSetHolds is what an update that changes nothing a prediction
+// reads (a heartbeat, a condition, an annotation: most Node updates) costs
+// the node view: NodeSet.Holds, the comparison with what the set holds.
+// "stripped-pair" is the comparison it replaces, of the update with the
+// informer cache's copy of the node (labels, taints, cordon), for reference.
+func BenchmarkNodeSetHolds(b *testing.B) {
+	for _, n := range scaleSizes {
+		nodes := testobj.CloudNodes(n)
+		set := NewNodeSet(nodes)
+		cached := StripNode(nodes[n/2])
+		update := nodes[n/2].DeepCopy()
+		update.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+		update.ResourceVersion += "1"
+		b.Run(fmt.Sprintf("nodes=%d/holds", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !set.Holds(update) {
+					b.Fatal("an annotation counted as a change")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("nodes=%d/stripped-pair", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if cached.Spec.Unschedulable != update.Spec.Unschedulable || !maps.Equal(cached.Labels, update.Labels) ||
+					!sameTaints(cached.Spec.Taints, update.Spec.Taints) {
+					b.Fatal("an annotation counted as a change")
+				}
+			}
+		})
 	}
 }
