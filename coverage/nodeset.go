@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// NodeSet keeps a NodeSnapshot current node by node, as a node informer
+// NodeSet keeps a NodeSnapshot current node by node, as a node watch
 // reports changes: a node's old class loses it and its new class gains it, and
 // the snapshot of the set is replaced by one that shares every other class
 // (copy on write), so a change costs the size of the two classes it touches,
