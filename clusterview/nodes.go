@@ -145,6 +145,9 @@ func (v *NodeView) Start(ctx context.Context) error {
 	return nil
 }
 
+// Built returns a channel closed once the first list of nodes is applied.
+func (v *NodeView) Built() <-chan struct{} { return v.builtChan() }
+
 // builtChan returns the channel closed once the first list is applied.
 func (v *NodeView) builtChan() chan struct{} {
 	v.buildOnce.Do(func() { v.built = make(chan struct{}) })

@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+)
 
 func TestSoftMemoryLimit(t *testing.T) {
 	tests := []struct {
@@ -23,5 +29,42 @@ func TestSoftMemoryLimit(t *testing.T) {
 				t.Errorf("softMemoryLimit() = %d, %v, %v; want %d, %v, error %v", got, set, err, tt.want, tt.set, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestCollectAfterStartup: the collector's target is startupGCPercent until
+// the first list of nodes is built, and what it was afterwards; a GOGC set
+// by hand is never touched.
+func TestCollectAfterStartup(t *testing.T) {
+	const before = 150
+	defer debug.SetGCPercent(debug.SetGCPercent(before))
+	current := func() int {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		return p
+	}
+
+	built := make(chan struct{})
+	collectAfterStartup(t.Context(), logr.Discard(), built, func(string) string { return "" })
+	if got := current(); got != startupGCPercent {
+		t.Fatalf("while listing: GC percent %d, want %d", got, startupGCPercent)
+	}
+	close(built)
+	deadline := time.Now().Add(10 * time.Second)
+	for current() != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the first list: GC percent %d, want %d back", current(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	collectAfterStartup(t.Context(), logr.Discard(), make(chan struct{}), func(k string) string {
+		if k == "GOGC" {
+			return "200"
+		}
+		return ""
+	})
+	if got := current(); got != before {
+		t.Errorf("GOGC set by hand: GC percent %d, want it untouched (%d)", got, before)
 	}
 }

@@ -185,7 +185,9 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
-	return mgr.Start(drainingSignalContext(log, o.drainDelay, webhookServer.Drain))
+	ctx := drainingSignalContext(log, o.drainDelay, webhookServer.Drain)
+	collectAfterStartup(ctx, log, nodes.Built(), os.Getenv)
+	return mgr.Start(ctx)
 }
 
 // setMemoryLimit sets Go's soft memory limit from the container's, when the
