@@ -77,7 +77,10 @@ type auditMemory struct {
 	// gaps are the skips for counted taints (Coverage.Gaps) at the last
 	// audit: runs of the snapshot's classes, not names (see
 	// coverage.NewlySkipped), so remembering them costs the classes, which
-	// the snapshot shares, instead of a name per skipped node.
+	// the snapshot shares, instead of a name per skipped node. A class that
+	// changed since stays alive in its old version until the DaemonSets
+	// holding it are audited again (at the latest at --audit-interval): at
+	// most one copy of each of its skipped classes per DaemonSet.
 	gaps       []coverage.Skip
 	state      StatusState
 	violations string
@@ -239,10 +242,11 @@ func (a *Auditor) Start(ctx context.Context) error {
 	}
 }
 
-// daemonSets lists the audited DaemonSets from the cache. They are the
-// cache's own objects, not deep copies: callers only read them (names and
-// placements), and a node change lists every DaemonSet, so copies would
-// make each relevant node change cost a copy of every DaemonSet.
+// daemonSets lists the audited DaemonSets from the cache without deep
+// copies (shallow copies share the cache's maps and slices): callers only
+// read them (names and placements), and a node change lists every
+// DaemonSet, so deep copies would make each relevant node change cost a
+// copy of every DaemonSet.
 func (a *Auditor) daemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
 	var list appsv1.DaemonSetList
 	if err := a.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -378,9 +382,11 @@ func (a *Auditor) observe(ctx context.Context, e *Entry, snap *coverage.NodeSnap
 
 	// Coverage got worse: a node joined or changed and is now skipped.
 	gaps := e.Coverage.Gaps()
-	if count, first := coverage.NewlySkipped(mem.gaps, gaps, newlySkippedNamed); known && count > 0 && e.Intended == "" {
-		a.event(ds, corev1.EventTypeWarning, "CoverageReduced", "now skips %d of %d nodes; newly skipped: %s",
-			coverage.NodesIn(gaps), e.Coverage.Total, describeNewlySkipped(count, first, gaps))
+	if known && e.Intended == "" {
+		if count, first := coverage.NewlySkipped(mem.gaps, gaps, newlySkippedNamed); count > 0 {
+			a.event(ds, corev1.EventTypeWarning, "CoverageReduced", "now skips %d of %d nodes; newly skipped: %s",
+				coverage.NodesIn(gaps), e.Coverage.Total, describeNewlySkipped(count, first, gaps))
+		}
 	}
 	mem.gaps = gaps
 

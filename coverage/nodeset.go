@@ -340,40 +340,57 @@ func mergeRuns(runs []nameRun, limit int) []string {
 }
 
 // eachName yields the names of runs in order, each with the index of the run
-// it comes from. A binary heap of cursors, written out rather than through
-// container/heap: this is the inner loop of every list of skipped nodes.
+// it comes from.
 func eachName(runs []nameRun) iter.Seq2[string, int] {
 	return func(yield func(string, int) bool) {
-		cursors := make([]runCursor, len(runs))
-		h := make([]*runCursor, 0, len(runs))
-		for i := range runs {
-			c := &cursors[i]
-			c.run, c.at = &runs[i], i
-			if c.advance() {
-				h = append(h, c)
-			}
-		}
-		if len(h) == 1 {
-			for c := h[0]; ; {
-				if !yield(c.name, c.at) || !c.advance() {
-					return
-				}
-			}
-		}
-		for i := len(h)/2 - 1; i >= 0; i-- {
-			siftDown(h, i)
-		}
-		for len(h) > 0 {
-			if !yield(h[0].name, h[0].at) {
+		s := newNameStream(runs)
+		for {
+			name, run, ok := s.next()
+			if !ok || !yield(name, run) {
 				return
 			}
-			if !h[0].advance() {
-				h[0] = h[len(h)-1]
-				h = h[:len(h)-1]
-			}
-			siftDown(h, 0)
 		}
 	}
+}
+
+// nameStream merges runs into one stream of names in order: a binary heap
+// of cursors, written out rather than through container/heap, since this is
+// the inner loop of every list of skipped nodes.
+type nameStream struct {
+	cursors []runCursor
+	h       []*runCursor
+}
+
+func newNameStream(runs []nameRun) *nameStream {
+	s := &nameStream{cursors: make([]runCursor, len(runs)), h: make([]*runCursor, 0, len(runs))}
+	for i := range runs {
+		c := &s.cursors[i]
+		c.run, c.at = &runs[i], i
+		if c.advance() {
+			s.h = append(s.h, c)
+		}
+	}
+	for i := len(s.h)/2 - 1; i >= 0; i-- {
+		siftDown(s.h, i)
+	}
+	return s
+}
+
+// next returns the next name and the index of its run; false at the end.
+func (s *nameStream) next() (name string, run int, ok bool) {
+	if len(s.h) == 0 {
+		return "", 0, false
+	}
+	top := s.h[0]
+	name, run = top.name, top.at
+	if !top.advance() {
+		s.h[0] = s.h[len(s.h)-1]
+		s.h = s.h[:len(s.h)-1]
+	}
+	if len(s.h) > 1 {
+		siftDown(s.h, 0)
+	}
+	return name, run, true
 }
 
 func siftDown(h []*runCursor, i int) {

@@ -15,38 +15,58 @@ type NewSkip struct {
 }
 
 // NewlySkipped compares the nodes two predictions skip, each given as a
-// list of skips (Coverage.Skips, or a part of it such as Gaps): it returns
-// how many nodes now leaves out that before did not, and the first limit of
-// them in name order.
+// list of skips as a prediction gives them (Coverage.Skips, or a part of it
+// such as Gaps: each node in one skip at most): it returns how many nodes
+// now leaves out that before did not, and the first limit of them in name
+// order.
 //
 // It holds no list of names. A run of class members that both predictions
 // share (the class has not changed since, and neither has what the
-// DaemonSet selects in it) is not walked at all, so after a node change the
-// cost is the size of the classes the change touched, not of the fleet; this
-// is what lets an auditor remember the skips of thousands of DaemonSets at
-// the cost of their classes instead of a name per skipped node each.
+// DaemonSet selects in it) names the same nodes in both, so it is not
+// walked at all; the runs of now left over are merged against the runs of
+// before left over, both in name order. After a node change the cost is
+// the size of the classes the change touched, not of the fleet; this is what
+// lets an auditor remember the skips of thousands of DaemonSets at the cost
+// of their classes instead of a name per skipped node each.
 func NewlySkipped(before, now []Skip, limit int) (count int, first []NewSkip) {
 	old := skipRuns(before)
+	shared := make([]bool, len(old))
 	var fresh []nameRun
 	var from []int
 	for i := range now {
 		for _, r := range skipRuns(now[i : i+1]) {
-			if !slices.ContainsFunc(old, r.sameAs) {
-				fresh = append(fresh, r)
-				from = append(from, i)
+			if j := slices.IndexFunc(old, r.sameAs); j >= 0 {
+				shared[j] = true
+				continue
 			}
+			fresh = append(fresh, r)
+			from = append(from, i)
 		}
 	}
 	if len(fresh) == 0 {
 		return 0, nil
 	}
+	// A node of a fresh run is in no shared run of now (each node is in
+	// one skip), so neither is it in the shared runs of before: only the
+	// other runs of before can name it.
+	var gone []nameRun
+	for j, r := range old {
+		if !shared[j] {
+			gone = append(gone, r)
+		}
+	}
+	olds := newNameStream(gone)
+	oldName, _, more := olds.next()
 	last := ""
 	for name, run := range eachName(fresh) {
 		if name == last {
 			continue // a node two skips name (not a prediction's own)
 		}
 		last = name
-		if slices.ContainsFunc(old, func(r nameRun) bool { return r.contains(name) }) {
+		for more && oldName < name {
+			oldName, _, more = olds.next()
+		}
+		if more && oldName == name {
 			continue
 		}
 		count++
@@ -87,18 +107,4 @@ func (r nameRun) sameAs(o nameRun) bool {
 		unsafe.SliceData(r.members) == unsafe.SliceData(o.members) &&
 		(r.only == nil) == (o.only == nil) &&
 		slices.Equal(r.only, o.only) && slices.Equal(r.except, o.except)
-}
-
-// contains reports whether the run names the node.
-func (r nameRun) contains(name string) bool {
-	i, ok := slices.BinarySearchFunc(r.members, name, func(m nodeMember, n string) int { return strings.Compare(m.name, n) })
-	if !ok {
-		return false
-	}
-	if r.only != nil {
-		_, in := slices.BinarySearch(r.only, int32(i))
-		return in
-	}
-	_, out := slices.BinarySearch(r.except, int32(i))
-	return !out
 }
