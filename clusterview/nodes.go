@@ -109,8 +109,7 @@ func (v *NodeView) ReadyCheck(_ *http.Request) error {
 }
 
 // The reflector's backoff between failed lists and watches, as client-go's
-// reflector sets it: from 0.8 s doubling up to 30 s, reset after 2 minutes
-// without a failure.
+// reflector sets it: from 0.8 s doubling up to 30 s, reset every 2 minutes.
 var nodeBackoff = wait.Backoff{Duration: 800 * time.Millisecond, Cap: 30 * time.Second,
 	Steps: int(math.Ceil(30 / 0.8)), Factor: 2, Jitter: 1}
 

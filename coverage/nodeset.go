@@ -112,7 +112,7 @@ func sameTaints(a, b []corev1.Taint) bool {
 
 // Node returns the node named name as the set holds it (name, labels and
 // taints), or nil when the set has no such node. The node is the caller's:
-// its label map is a new one.
+// its label map and taints are its own, not the published snapshot's.
 func (s *NodeSet) Node(name string) *corev1.Node {
 	c, i, ok := s.locate(name)
 	if !ok {
@@ -120,6 +120,7 @@ func (s *NodeSet) Node(name string) *corev1.Node {
 	}
 	n := s.snap.memberNode(c)
 	s.snap.setMember(&n, c.members[i].name, c.valuesOf(i))
+	n.Spec.Taints = slices.Clone(n.Spec.Taints)
 	return &n
 }
 

@@ -45,32 +45,41 @@ func softMemoryLimit(getenv func(string) string) (int64, bool, error) {
 // the nodes (see collectAfterStartup).
 const startupGCPercent = 25
 
+// startupGCFor bounds how long startupGCPercent holds when the first list
+// never arrives (no RBAC for Nodes, an API server out of reach): such a
+// replica is not ready, but it must not pay the tighter target for good.
+const startupGCFor = 5 * time.Minute
+
 // collectAfterStartup keeps the first list of nodes, a replica's largest
-// transient, from setting its memory for good. While the list streams in,
-// every node of the fleet is live at once (stripped, about 1.3 KB each:
-// some 85 MiB at 65,000 nodes), and with the default target the collector
-// lets the heap grow to twice that before it runs; afterwards the node set
-// holds about 220 bytes per node, but no collection comes until the heap
-// reaches that target again, so RSS stayed at the peak for as long as the
-// process ran quietly. Until built is closed the target is startupGCPercent
-// (more collections during the first seconds only), then the default comes
-// back, and once the reflector has dropped its list the heap is collected
-// and returned to the operating system. A GOGC set by hand is left alone.
+// transient, from setting its memory. While the list streams in, every node
+// of the fleet is live at once (about 1.4 KB each, stripped: some 86 MiB at
+// 65,000 nodes), and with the default target the collector lets the heap
+// grow to twice that before it runs; afterwards the node set holds about
+// 220 bytes per node, but the heap stays near the peak until the runtime's
+// periodic collection (every two minutes) and its scavenger give the memory
+// back. Until built is closed (or startupGCFor has passed) the target is
+// startupGCPercent, a few more collections while the list arrives; then the
+// target comes back and, once the reflector has dropped its list, the heap
+// is collected and returned to the operating system at once. A GOGC set by
+// hand is left alone.
 func collectAfterStartup(ctx context.Context, log logr.Logger, built <-chan struct{}, getenv func(string) string) {
 	if getenv("GOGC") != "" {
 		return
 	}
 	previous := debug.SetGCPercent(startupGCPercent)
 	go func() {
+		defer debug.SetGCPercent(previous)
 		select {
 		case <-ctx.Done():
-			debug.SetGCPercent(previous)
+			return
+		case <-time.After(startupGCFor):
 			return
 		case <-built:
 		}
 		debug.SetGCPercent(previous)
-		// The reflector hands its list over in one call and drops it as
-		// that call returns, just after built is closed.
+		// The reflector hands its list over in one call and drops it when
+		// that call returns, just after built is closed; a second is
+		// ample, and a collection that comes early only misses the list.
 		select {
 		case <-ctx.Done():
 			return

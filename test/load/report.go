@@ -194,7 +194,7 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// rssTarget is the RSS target for a fleet of this size.
+// rssTarget is the RSS target for a fleet of this size.
 func rssTarget(nodes int) string {
 	if nodes > 5000 {
 		return "target ≤ 256 MiB at 65,000 nodes"
