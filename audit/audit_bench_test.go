@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/internal/testobj"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -92,17 +93,13 @@ func BenchmarkAuditorMemory(b *testing.B) {
 				return Run(Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: time.Now()})
 			}
 			a := &Auditor{Recorder: &events.FakeRecorder{}, seen: map[types.NamespacedName]*auditMemory{}}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
+			before := testobj.LiveHeap()
 			first := entries(set.Snapshot())
 			for i := range first {
 				a.observe(b.Context(), &first[i], set.Snapshot(), true)
 			}
 			first = nil
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			retained := float64(after.HeapAlloc-before.HeapAlloc) / daemonSets
+			retained := float64(testobj.LiveHeap()-before) / daemonSets
 			remembered := make(map[types.NamespacedName][]coverage.Skip, len(a.seen))
 			for k, m := range a.seen {
 				remembered[k] = m.gaps

@@ -172,20 +172,15 @@ func nodeOf(obj any) (*corev1.Node, error) {
 func (s nodeStore) Add(obj any) error { return s.Update(obj) }
 
 // Update implements toolscache.ReflectorStore.
-func (s nodeStore) Update(obj any) error {
-	s.v.heardEvent()
-	n, err := nodeOf(obj)
-	if err != nil {
-		return err
-	}
-	s.v.mu.Lock()
-	defer s.v.mu.Unlock()
-	s.v.apply(n)
-	return nil
-}
+func (s nodeStore) Update(obj any) error { return s.event(obj, s.v.apply) }
 
 // Delete implements toolscache.ReflectorStore.
 func (s nodeStore) Delete(obj any) error {
+	return s.event(obj, func(n *corev1.Node) { s.v.remove(n.Name) })
+}
+
+// event counts one node event as contact and applies it under mu.
+func (s nodeStore) event(obj any, change func(*corev1.Node)) error {
 	s.v.heardEvent()
 	n, err := nodeOf(obj)
 	if err != nil {
@@ -193,7 +188,7 @@ func (s nodeStore) Delete(obj any) error {
 	}
 	s.v.mu.Lock()
 	defer s.v.mu.Unlock()
-	s.v.remove(n.Name)
+	change(n)
 	return nil
 }
 

@@ -60,15 +60,6 @@ func fullNodes(n int) []*corev1.Node {
 	return nodes
 }
 
-// heapInUse returns the live heap after a full collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkNodeViewHeap reports the heap a running dsguard holds for its
 // nodes, per node, at 5,000 and 65,000 realistic nodes, each decoded from
 // JSON on its own as a list hands them over (no two share a string):
@@ -96,7 +87,7 @@ func BenchmarkNodeViewHeap(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/informer-cache+set", n), func(b *testing.B) {
 			var perNode float64
 			for b.Loop() {
-				before := heapInUse()
+				before := testobj.LiveHeap()
 				store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
 				cached := make([]*corev1.Node, n)
 				for i := range encoded {
@@ -110,7 +101,7 @@ func BenchmarkNodeViewHeap(b *testing.B) {
 				}
 				set := coverage.NewNodeSet(cached)
 				cached = nil
-				after := heapInUse()
+				after := testobj.LiveHeap()
 				runtime.KeepAlive(store)
 				runtime.KeepAlive(set)
 				perNode += float64(int64(after)-int64(before)) / float64(n)
@@ -121,7 +112,7 @@ func BenchmarkNodeViewHeap(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/reflector-store", n), func(b *testing.B) {
 			var perNode float64
 			for b.Loop() {
-				before := heapInUse()
+				before := testobj.LiveHeap()
 				v := &NodeView{Log: logr.Discard()}
 				list := make([]any, n)
 				for i := range encoded {
@@ -131,7 +122,7 @@ func BenchmarkNodeViewHeap(b *testing.B) {
 					b.Fatal(err)
 				}
 				list = nil
-				after := heapInUse()
+				after := testobj.LiveHeap()
 				runtime.KeepAlive(v)
 				perNode += float64(int64(after)-int64(before)) / float64(n)
 			}

@@ -74,15 +74,6 @@ func BenchmarkCoverageSnapshotRebuild(b *testing.B) {
 	}
 }
 
-// heapInUse returns the live heap after a full collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkCoverageHeapPerNode measures the heap the webhook holds per node
 // at 5,000 nodes, reported as B/node: "stripped-cache" is the node objects
 // the informer cache keeps after the StripNode transform, "snapshot" the
@@ -113,9 +104,9 @@ func BenchmarkCoverageHeapPerNode(b *testing.B) {
 	b.Run("stripped-cache", func(b *testing.B) {
 		var perNode float64
 		for b.Loop() {
-			before := heapInUse()
+			before := testobj.LiveHeap()
 			cached := strip()
-			after := heapInUse()
+			after := testobj.LiveHeap()
 			runtime.KeepAlive(cached)
 			perNode += float64(int64(after)-int64(before)) / n
 		}
@@ -127,9 +118,9 @@ func BenchmarkCoverageHeapPerNode(b *testing.B) {
 		var perNode float64
 		var classes int
 		for b.Loop() {
-			before := heapInUse()
+			before := testobj.LiveHeap()
 			snap := NewNodeSnapshot(cached)
-			after := heapInUse()
+			after := testobj.LiveHeap()
 			classes = snap.Classes()
 			runtime.KeepAlive(snap)
 			perNode += float64(int64(after)-int64(before)) / n

@@ -125,9 +125,9 @@ func BenchmarkNodeSetHeap(b *testing.B) {
 }
 
 func nodeSetHeap(nodes []*corev1.Node) (int64, int) {
-	before := heapInUse()
+	before := testobj.LiveHeap()
 	set := NewNodeSet(nodes)
-	after := heapInUse()
+	after := testobj.LiveHeap()
 	runtime.KeepAlive(set)
 	return int64(after) - int64(before), set.Snapshot().Classes()
 }

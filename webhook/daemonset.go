@@ -130,6 +130,19 @@ func (h *DaemonSetHandler) failsOpen(namespace string) bool {
 	return slices.Contains(h.FailOpenNamespaces, namespace)
 }
 
+// daemonSet returns the DaemonSet decoded with the review, or decodes raw
+// when there is none.
+func (h *DaemonSetHandler) daemonSet(raw runtime.RawExtension, decoded *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	if decoded != nil {
+		return decoded, nil
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := h.decoder.DecodeRaw(raw, ds); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
 func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, objs decoded, counted bool) admission.Response {
 	log := logf.FromContext(ctx)
 	switch {
@@ -158,24 +171,17 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 		return admission.Allowed("bypassed by the dsguard policy (break-glass)")
 	}
 
-	ds := objs.object
-	if ds == nil {
-		ds = &appsv1.DaemonSet{}
-		if err := h.decoder.DecodeRaw(req.Object, ds); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DaemonSet: %w", err))
-		}
+	ds, err := h.daemonSet(req.Object, objs.object)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the DaemonSet: %w", err))
 	}
 	if ds.Namespace == "" {
 		ds.Namespace = req.Namespace
 	}
 	var old *appsv1.DaemonSet
 	if req.Operation == admissionv1.Update {
-		old = objs.oldObject
-		if old == nil {
-			old = &appsv1.DaemonSet{}
-			if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
-				return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
-			}
+		if old, err = h.daemonSet(req.OldObject, objs.oldObject); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old DaemonSet: %w", err))
 		}
 		if old.Namespace == "" {
 			old.Namespace = req.Namespace

@@ -1,6 +1,9 @@
 package testobj
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 // ReportCPUPerOp runs b's loop through loop and reports the process's CPU
 // time per operation as cpu-ns/op (nothing where it cannot be read).
@@ -14,4 +17,14 @@ func ReportCPUPerOp(b *testing.B, loop func()) {
 	if end, ok2 := CPUTime(); ok && ok2 && n > 0 {
 		b.ReportMetric(float64(end-start)/float64(n), "cpu-ns/op")
 	}
+}
+
+// LiveHeap returns the live heap after a full collection: what a benchmark
+// reports as memory held, as the difference of two calls.
+func LiveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

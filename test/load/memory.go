@@ -38,10 +38,7 @@ type heapStats struct {
 // memoryNow returns dsguard's memory now, as moment, and with -profile
 // (profileDir) writes its heap profile there (dsguard-heap-<moment>.pb.gz).
 func (e *environment) memoryNow(moment, profileDir string) memoryPoint {
-	p := memoryPoint{moment: moment}
-	p.rss, _ = e.dsguard.status("VmRSS:")
-	p.anon, _ = e.dsguard.status("RssAnon:")
-	p.file, _ = e.dsguard.status("RssFile:")
+	p := e.dsguard.memory(moment)
 	p.heap, p.heapErr = readHeapStats(e.dsguardPprof)
 	logf("dsguard memory %s: RSS %s (anonymous %s, binary %s), Go heap in use %s", moment, mib(p.rss), mib(p.anon),
 		mib(p.file), mib(p.heap.inuse))
@@ -58,12 +55,18 @@ func (e *environment) memoryNow(moment, profileDir string) memoryPoint {
 // webhook process that holds no caches and judges nothing costs, beside
 // dsguard's own figures.
 func (e *environment) floorMemoryNow() memoryPoint {
-	p := memoryPoint{moment: "floor"}
-	p.rss, _ = e.noop.status("VmRSS:")
-	p.anon, _ = e.noop.status("RssAnon:")
-	p.file, _ = e.noop.status("RssFile:")
+	p := e.noop.memory("floor")
 	logf("no-op webhook memory: RSS %s (anonymous %s, binary %s)", mib(p.rss), mib(p.anon), mib(p.file))
 	return p
+}
+
+// memory returns the process's RSS and its split, as moment.
+func (p *process) memory(moment string) memoryPoint {
+	m := memoryPoint{moment: moment}
+	m.rss, _ = p.status("VmRSS:")
+	m.anon, _ = p.status("RssAnon:")
+	m.file, _ = p.status("RssFile:")
+	return m
 }
 
 // readHeapStats reads the runtime's heap figures from a pprof endpoint. It
