@@ -87,6 +87,16 @@ func install(t *testing.T, bin string) {
 	if r := cluster.Kubectl(t.Context(), "", "get", "namespace", "monitoring"); r.Err != nil {
 		mustKubectl(t, "", "create", "namespace", "monitoring")
 	}
+	// helm uninstall --wait waits for the Deployment, not for the Pods the
+	// garbage collector deletes after it: a reinstall of the same chart makes
+	// a ReplicaSet with the same template hash, and the old release's
+	// terminating Pods would be counted as this one's.
+	eventually(t, 2*time.Minute, func() bool {
+		r := cluster.Kubectl(t.Context(), "", "get", "pods", "-n", namespace, "-l", "app.kubernetes.io/name=dsguard", "-o", "name")
+		return r.Err == nil && strings.TrimSpace(r.Stdout) == ""
+	}, func() string {
+		return "the previous release's Pods are still there: " + cluster.Kubectl(t.Context(), "", "get", "pods", "-n", namespace, "-o", "wide").Stdout
+	})
 	start := time.Now()
 	mustHelm(t, bin, append([]string{"install", release, "charts/dsguard", "-n", namespace, "--create-namespace",
 		"--wait", "--timeout", "4m"}, chartValues()...)...)
