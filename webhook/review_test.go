@@ -16,6 +16,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -245,4 +246,95 @@ func TestReadBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTPHandler_DecoderEdgeCases feeds the one-pass decode the JSON on
+// which decoders are known to part ways (duplicate names, invalid UTF-8,
+// nulls in typed places, numbers in other forms, escaped names, trailing
+// data): whether it takes such a review or hands it on, the answer must be
+// admission.Webhook's.
+func TestHTTPHandler_DecoderEdgeCases(t *testing.T) {
+	h, _, _ := newTestHandler(t, "")
+	h.nodes = diffNodes
+	slow := &countingHandler{next: &admission.Webhook{Handler: h}}
+	fast := newReviewHandler(h, slow)
+	reference := &admission.Webhook{Handler: h}
+	base := func(t *testing.T, mutate ...func(*appsv1.DaemonSet)) []byte {
+		req := request(t, admissionv1.Create, compliantDS(mutate...), nil)
+		data, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request:  &req.AdmissionRequest,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	tests := []struct {
+		name     string
+		mutate   []func(*appsv1.DaemonSet)
+		old, new string // the first old in the body becomes new; no old: new is appended
+	}{
+		{"duplicate name in the object's metadata", nil, `"name":"node-exporter"`, `"name":"other","name":"node-exporter"`},
+		{"duplicate spec, the first empty", []func(*appsv1.DaemonSet){noTolerations}, `"spec":{`, `"spec":{},"spec":{`},
+		{"duplicate tolerations, the later empty", nil, `"tolerations":[{"operator":"Exists"}]`, `"tolerations":[{"operator":"Exists"}],"tolerations":[]`},
+		{"duplicate operation", nil, `"operation":"CREATE"`, `"operation":"DELETE","operation":"CREATE"`},
+		{"invalid UTF-8 in a label value", nil, `"labels":{"app":"ne"}`, "\"labels\":{\"app\":\"ne\",\"x\":\"\xff\xfe\"}"},
+		{"a lone surrogate escaped in a label value", nil, `"labels":{"app":"ne"}`, `"labels":{"app":"ne","x":"\ud800"}`},
+		{"an escaped field name", []func(*appsv1.DaemonSet){noTolerations}, `"spec":{`, `"\u0073pec":{`},
+		{"a field name in another case beside the right one", nil, `"spec":{`, `"Spec":{"template":{"spec":{"hostNetwork":true}}},"spec":{`},
+		{"null label value", nil, `"labels":{"app":"ne"}`, `"labels":{"app":"ne","x":null}`},
+		{"null tolerations", nil, `"tolerations":[{"operator":"Exists"}]`, `"tolerations":null`},
+		{"empty tolerations", nil, `"tolerations":[{"operator":"Exists"}]`, `"tolerations":[]`},
+		{"null in the tolerations", nil, `"tolerations":[{"operator":"Exists"}]`, `"tolerations":[null,{"operator":"Exists"}]`},
+		{"null maxUnavailable", nil, `"maxUnavailable":1`, `"maxUnavailable":null`},
+		{"fractional maxUnavailable", nil, `"maxUnavailable":1`, `"maxUnavailable":1.5`},
+		{"maxUnavailable with an exponent", nil, `"maxUnavailable":1`, `"maxUnavailable":1e0`},
+		{"minReadySeconds with an exponent", nil, `"spec":{`, `"spec":{"minReadySeconds":1e1,`},
+		{"minReadySeconds as 1.0", nil, `"spec":{`, `"spec":{"minReadySeconds":1.0,`},
+		{"minReadySeconds as -0", nil, `"spec":{`, `"spec":{"minReadySeconds":-0,`},
+		{"minReadySeconds beyond int32", nil, `"spec":{`, `"spec":{"minReadySeconds":4294967296,`},
+		{"minReadySeconds as a string", nil, `"spec":{`, `"spec":{"minReadySeconds":"5",`},
+		{"hostNetwork as a string", nil, `"tolerations":`, `"hostNetwork":"true","tolerations":`},
+		{"a timestamp as a number", nil, `"name":"node-exporter"`, `"name":"node-exporter","creationTimestamp":5`},
+		{"a timestamp that is no time", nil, `"name":"node-exporter"`, `"name":"node-exporter","creationTimestamp":"yesterday"`},
+		{"a null timestamp", nil, `"name":"node-exporter"`, `"name":"node-exporter","creationTimestamp":null`},
+		{"a null resource quantity", nil, `"image":`, `"resources":{"limits":{"cpu":null}},"image":`},
+		{"a resource quantity that is no quantity", nil, `"image":`, `"resources":{"limits":{"cpu":"lots"}},"image":`},
+		{"null request", nil, `"request":{`, `"request":null,"x":{`},
+		{"the object is an array", nil, `"object":{`, `"object":[],"x":{`},
+		{"unknown fields", nil, `"spec":{`, `"spec":{"x":{"y":[1,2,{"z":null}]},`},
+		{"a byte order mark first", nil, `{`, "\ufeff{"},
+		{"data after the review", nil, "", ` x`},
+		{"two reviews", nil, "", `{}`},
+		{"whitespace around the review", nil, `{`, " \n\t{"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := base(t, tt.mutate...)
+			if tt.old == "" {
+				body = append(body, tt.new...)
+			} else {
+				if !bytes.Contains(body, []byte(tt.old)) {
+					t.Fatalf("%s is not in the review: %s", tt.old, body)
+				}
+				body = bytes.Replace(body, []byte(tt.old), []byte(tt.new), 1)
+			}
+			before := slow.calls.Load()
+			got := serveRaw(fast, body)
+			want := serveRaw(reference, body)
+			t.Logf("handed on: %v; answer: %.200s", slow.calls.Load() > before, want)
+			if !bytes.Equal(got, want) {
+				t.Errorf("answers differ:\none pass:           %s\nadmission.Webhook: %s", got, want)
+			}
+		})
+	}
+}
+
+func serveRaw(h http.Handler, body []byte) []byte {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, DaemonSetPath, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, r)
+	return rec.Body.Bytes()
 }
