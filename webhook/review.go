@@ -32,9 +32,9 @@ import (
 // fast as the API machinery's v1 decoder, with a third of the allocations.
 // It matches names case-sensitively, as the API server decodes. Where it is
 // stricter than v1 (duplicate names, invalid UTF-8) the review fails to
-// decode and goes to admission.Webhook, whose answer it then is; where both
-// accept, both yield the same objects (TestHTTPHandler_DecoderEdgeCases and
-// FuzzDaemonSetReview compare the answers byte for byte).
+// decode and goes to admission.Webhook, whose answer it then is.
+// TestHTTPHandler_DecoderEdgeCases and FuzzDaemonSetReview compare the two
+// answers byte for byte.
 func (h *DaemonSetHandler) HTTPHandler() http.Handler {
 	return newReviewHandler(h, &admission.Webhook{Handler: h})
 }

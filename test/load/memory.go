@@ -21,8 +21,11 @@ import (
 type memoryPoint struct {
 	moment          string
 	rss, anon, file int64
-	heap            heapStats
-	heapErr         error
+	// blocks and fullBlocks are the binary's fault-around blocks with
+	// resident pages, and those resident throughout (process.binaryBlocks).
+	blocks, fullBlocks int
+	heap               heapStats
+	heapErr            error
 }
 
 // heapStats are the Go runtime's heap figures (runtime.MemStats), as
@@ -66,6 +69,7 @@ func (p *process) memory(moment string) memoryPoint {
 	m.rss, _ = p.status("VmRSS:")
 	m.anon, _ = p.status("RssAnon:")
 	m.file, _ = p.status("RssFile:")
+	m.blocks, m.fullBlocks, _ = p.binaryBlocks()
 	return m
 }
 
@@ -151,14 +155,25 @@ func (r *report) writeMemory(w io.Writer) {
 		if p.heapErr == nil {
 			heap = fmt.Sprintf("| %s | %s | %s | %s", mib(p.heap.alloc), mib(p.heap.inuse), mib(p.heap.fromOS), mib(p.heap.nextGC))
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s %s |\n", p.moment, mib(p.rss), mib(p.anon), mib(p.file), heap)
+		fmt.Fprintf(w, "| %s | %s | %s | %s %s |\n", p.moment, mib(p.rss), mib(p.anon), binaryPages(p), heap)
 	}
 	if f := r.floorMemory; f.rss > 0 {
-		fmt.Fprintf(w, "| floor: the no-op webhook, settled | %s | %s | %s | - | - | - | - |\n", mib(f.rss), mib(f.anon), mib(f.file))
+		fmt.Fprintf(w, "| floor: the no-op webhook, settled | %s | %s | %s | - | - | - | - |\n", mib(f.rss), mib(f.anon), binaryPages(f))
 	}
-	fmt.Fprintf(w, "\nPeak RSS (VmHWM) over the run: %s. Binary pages are the parts of dsguard's executable it has touched: "+
-		"clean and reclaimable, but counted in RSS. With -profile, the heap profiles of these moments are in %s.\n\n",
-		mib(r.peakRSS), profileDir(r.opts.profile))
+	fmt.Fprintf(w, "\nPeak RSS (VmHWM) over the run: %s. Binary pages are the pages of the process's executable mapped "+
+		"into it: clean and reclaimable, but counted in RSS. The kernel maps them in blocks of %d KiB around each "+
+		"fault (fault-around), so where nearly every block is full they measure how widely the code that ran is "+
+		"spread over the executable, not how much of it ran. With -profile, the heap profiles of these moments are in %s.\n\n",
+		mib(r.peakRSS), faultAround>>10, profileDir(r.opts.profile))
+}
+
+// binaryPages is a memory point's binary pages, with their fault-around
+// blocks when they were read.
+func binaryPages(p memoryPoint) string {
+	if p.blocks == 0 {
+		return mib(p.file)
+	}
+	return fmt.Sprintf("%s (%d blocks, %d full)", mib(p.file), p.blocks, p.fullBlocks)
 }
 
 func profileDir(dir string) string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -217,3 +218,58 @@ func loadAverage() string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// faultAround is the kernel's default fault-around window: on a fault in a
+// file mapping it maps the neighbouring pages that are in the page cache,
+// up to this aligned block, so a process's RSS of its executable grows in
+// whole blocks however few of their pages it runs.
+const faultAround = 64 << 10
+
+// binaryBlocks counts the fault-around blocks of the process's executable
+// that hold resident pages, and how many of them are resident throughout:
+// when nearly every block is full, the binary's share of RSS measures how
+// widely the code that ran is spread over the executable, not how much of
+// it ran. It reads /proc/<pid>/pagemap (the present bit needs no privilege).
+func (p *process) binaryBlocks() (blocks, full int, err error) {
+	pid := p.cmd.Process.Pid
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	pagemap, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer pagemap.Close()
+	const page = 4096
+	resident := map[uint64]int{} // block → resident pages
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[5] != exe {
+			continue
+		}
+		var start, end uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &start, &end); err != nil {
+			return 0, 0, fmt.Errorf("maps line %q: %w", line, err)
+		}
+		entries := make([]byte, (end-start)/page*8)
+		if _, err := pagemap.ReadAt(entries, int64(start/page*8)); err != nil {
+			return 0, 0, err
+		}
+		for i := range (end - start) / page {
+			if binary.LittleEndian.Uint64(entries[i*8:])>>63 == 1 {
+				resident[(start+i*page)/faultAround]++
+			}
+		}
+	}
+	for _, n := range resident {
+		if n == faultAround/page {
+			full++
+		}
+	}
+	return len(resident), full, nil
+}
