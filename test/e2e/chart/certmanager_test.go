@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,34 +108,15 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 		issued.Round(100*time.Millisecond), injected.Round(100*time.Millisecond), leaf.SerialNumber)
 
 	// Renewed under load.
-	var sent, failed atomic.Int64
-	var firstFailure atomic.Value
-	ctx, stop := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				err := probe()
-				if ctx.Err() != nil {
-					return
-				}
-				sent.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstFailure.CompareAndSwap(nil, err.Error())
-				}
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
+	load := framework.StartLoad(t.Context(), 2, func(ctx context.Context) error { return through(ctx) })
+	defer load.Stop()
 	time.Sleep(2 * time.Second)
-	before := sent.Load()
+	before := load.Sent()
 
 	triggered := time.Now()
-	now := triggered.UTC().Format(time.RFC3339)
-	mustKubectl(t, "", "patch", "certificate", cmSecret, "-n", cmNamespace, "--subresource=status", "--type=json", "-p",
-		`[{"op":"add","path":"/status/conditions/-","value":{"type":"Issuing","status":"True","reason":"ManuallyTriggered",`+
-			`"message":"Certificate re-issuance manually triggered","lastTransitionTime":"`+now+`"}}]`)
+	if err := cm.Renew(t.Context(), cmNamespace, cmSecret); err != nil {
+		t.Fatal(err)
+	}
 	var renewed *x509.Certificate
 	eventually(t, 90*time.Second, func() bool {
 		c, _, _ := secret()
@@ -152,8 +132,7 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 	served := time.Since(triggered)
 	// Keep the load on a little longer with the new certificate served.
 	time.Sleep(3 * time.Second)
-	stop()
-	wg.Wait()
+	sent, failed, first := load.Stop()
 
 	if bytes.Equal(renewed.RawSubjectPublicKeyInfo, leaf.RawSubjectPublicKeyInfo) {
 		t.Error("the renewed certificate kept the old key (the chart sets rotationPolicy Always)")
@@ -161,12 +140,12 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 	t.Logf("renewal under load: reissued %s after the trigger, files swapped at %s, served at %s; "+
 		"%d reviews through the API server (%d during the renewal), %d failed",
 		reissued.Round(100*time.Millisecond), mirrored.Round(100*time.Millisecond), served.Round(100*time.Millisecond),
-		sent.Load(), sent.Load()-before, failed.Load())
-	if failed.Load() != 0 {
-		t.Errorf("%d of %d reviews failed during the renewal; first: %v", failed.Load(), sent.Load(), firstFailure.Load())
+		sent, sent-before, failed)
+	if failed != 0 {
+		t.Errorf("%d of %d reviews failed during the renewal; first: %v", failed, sent, first)
 	}
-	if sent.Load()-before < 10 {
-		t.Errorf("only %d reviews during the renewal: the load did not cover it", sent.Load()-before)
+	if sent-before < 10 {
+		t.Errorf("only %d reviews during the renewal: the load did not cover it", sent-before)
 	}
 }
 

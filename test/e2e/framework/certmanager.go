@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // CertManager is cert-manager's controller and cainjector (as hack/tools.sh
@@ -15,7 +16,7 @@ import (
 type CertManager struct {
 	Controller, CAInjector *Process
 
-	cluster *Cluster
+	kubectl func(ctx context.Context, stdin string, args ...string) Result
 	crds    []string // files of the CRDs StartCertManager installed
 }
 
@@ -27,36 +28,48 @@ var certManagerCRDs = []string{"certificates", "certificaterequests", "issuers",
 // controller and cainjector with the admin kubeconfig, logging into dir. They
 // die with the test process; Stop ends them and removes the CRDs.
 func (c *Cluster) StartCertManager(ctx context.Context, dir string) (*CertManager, error) {
+	return startCertManager(ctx, c.Kubectl, c.Tools, c.Kubeconfig, dir)
+}
+
+// StartCertManager starts cert-manager against the node's control plane, as
+// Cluster.StartCertManager does; the dsguard Pods on the node then mount
+// the Secrets it issues.
+func (n *NodeCluster) StartCertManager(ctx context.Context, dir string) (*CertManager, error) {
+	return startCertManager(ctx, n.Kubectl, n.Tools, n.Kubeconfig, dir)
+}
+
+func startCertManager(ctx context.Context, kubectl func(ctx context.Context, stdin string, args ...string) Result,
+	tools, kubeconfig, dir string) (*CertManager, error) {
 	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
 	if err != nil {
 		return nil, fmt.Errorf("locating the cert-manager module: %w", err)
 	}
-	cm := &CertManager{cluster: c}
+	cm := &CertManager{kubectl: kubectl}
 	for _, crd := range certManagerCRDs {
 		file := filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "cert-manager.io_"+crd+".yaml")
-		if r := c.Kubectl(ctx, "", "apply", "--server-side", "-f", file); r.Err != nil {
+		if r := kubectl(ctx, "", "apply", "--server-side", "-f", file); r.Err != nil {
 			cm.Stop()
 			return nil, r.Error()
 		}
 		cm.crds = append(cm.crds, file)
 	}
 	for _, crd := range certManagerCRDs {
-		if r := c.Kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".cert-manager.io"); r.Err != nil {
+		if r := kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".cert-manager.io"); r.Err != nil {
 			cm.Stop()
 			return nil, r.Error()
 		}
 	}
 	for _, b := range []string{"cert-manager-controller", "cert-manager-cainjector"} {
-		if _, err := os.Stat(filepath.Join(c.Tools, b)); err != nil {
+		if _, err := os.Stat(filepath.Join(tools, b)); err != nil {
 			cm.Stop()
 			return nil, fmt.Errorf("%s is not built (hack/tools.sh builds it): %w", b, err)
 		}
 	}
-	if cm.Controller, err = StartProcess(dir, filepath.Join(c.Tools, "cert-manager-controller"), "--kubeconfig", c.Kubeconfig); err != nil {
+	if cm.Controller, err = StartProcess(dir, filepath.Join(tools, "cert-manager-controller"), "--kubeconfig", kubeconfig); err != nil {
 		cm.Stop()
 		return nil, err
 	}
-	if cm.CAInjector, err = StartProcess(dir, filepath.Join(c.Tools, "cert-manager-cainjector"), "--kubeconfig", c.Kubeconfig); err != nil {
+	if cm.CAInjector, err = StartProcess(dir, filepath.Join(tools, "cert-manager-cainjector"), "--kubeconfig", kubeconfig); err != nil {
 		cm.Stop()
 		return nil, err
 	}
@@ -95,7 +108,7 @@ func (cm *CertManager) Stop() {
 		}
 	}
 	for _, f := range cm.crds {
-		cm.cluster.Kubectl(context.Background(), "", "delete", "--ignore-not-found", "--timeout=60s", "-f", f)
+		cm.kubectl(context.Background(), "", "delete", "--ignore-not-found", "--timeout=60s", "-f", f)
 	}
 	cm.crds = nil
 }
@@ -108,4 +121,13 @@ func (p *Process) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// Renew forces cert-manager to reissue the Certificate name in namespace, as
+// `cmctl renew` does: it adds the Issuing condition to its status.
+func (cm *CertManager) Renew(ctx context.Context, namespace, name string) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	return cm.kubectl(ctx, "", "patch", "certificate", name, "-n", namespace, "--subresource=status", "--type=json", "-p",
+		`[{"op":"add","path":"/status/conditions/-","value":{"type":"Issuing","status":"True","reason":"ManuallyTriggered",`+
+			`"message":"Certificate re-issuance manually triggered","lastTransitionTime":"`+now+`"}}]`).Error()
 }
