@@ -24,16 +24,7 @@ import (
 func TestDaemonSetWebhook_BadInput(t *testing.T) {
 	h, _, _ := newTestHandler(t, "")
 	wh := h.HTTPHandler()
-	review := func(req admission.Request) []byte {
-		data, err := json.Marshal(admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-			Request:  &req.AdmissionRequest,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	review := func(req admission.Request) []byte { return reviewBody(t, req) }
 	configMapReq := request(t, admissionv1.Create, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, nil)
 	configMapReq.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	noUID := request(t, admissionv1.Create, compliantDS(), nil)
