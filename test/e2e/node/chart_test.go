@@ -84,6 +84,14 @@ func TestHelmInstall_RealNode(t *testing.T) {
 // replicas to be Ready and for the API server to call them.
 func install(t *testing.T, bin string) {
 	t.Helper()
+	installRelease(t, bin, release, namespace, release)
+}
+
+// installRelease installs the chart as release into ns with the image built
+// here and the values set, and waits for the Deployment fullname's two
+// replicas to be Ready and for the API server to call them.
+func installRelease(t *testing.T, bin, release, namespace, fullname string, set ...string) {
+	t.Helper()
 	if r := cluster.Kubectl(t.Context(), "", "get", "namespace", "monitoring"); r.Err != nil {
 		mustKubectl(t, "", "create", "namespace", "monitoring")
 	}
@@ -99,9 +107,9 @@ func install(t *testing.T, bin string) {
 	})
 	start := time.Now()
 	mustHelm(t, bin, append([]string{"install", release, "charts/dsguard", "-n", namespace, "--create-namespace",
-		"--wait", "--timeout", "4m"}, chartValues()...)...)
+		"--wait", "--timeout", "4m"}, append(chartValues(), set...)...)...)
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
-	ready := mustKubectl(t, "", "get", "deployment", "-n", namespace, release, "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}")
+	ready := mustKubectl(t, "", "get", "deployment", "-n", namespace, fullname, "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}")
 	if ready != "2/2" {
 		t.Fatalf("ready replicas %s, want 2/2", ready)
 	}
