@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -35,6 +34,7 @@ import (
 	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/certs"
 	"github.com/dsguard/dsguard/clusterview"
+	"github.com/dsguard/dsguard/metricsauth"
 	dswebhook "github.com/dsguard/dsguard/webhook"
 )
 
@@ -256,7 +256,7 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: webhookTLSOpts,
 		CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName}
 	if o.metricsSecure {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metricsOpts.FilterProvider = metricsauth.FilterProvider
 	}
 	// controller-runtime's own webhook server never times out a slow
 	// request body and accepts connections without limit.

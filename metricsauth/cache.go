@@ -1,0 +1,61 @@
+package metricsauth
+
+import (
+	"sync"
+	"time"
+)
+
+// expiring is a bounded map whose entries lapse after their time to live.
+type expiring[V any] struct {
+	mu      sync.Mutex
+	max     int
+	now     func() time.Time
+	entries map[string]entry[V]
+}
+
+type entry[V any] struct {
+	value   V
+	expires time.Time
+}
+
+func newExpiring[V any](max int, now func() time.Time) *expiring[V] {
+	return &expiring[V]{max: max, now: now, entries: map[string]entry[V]{}}
+}
+
+func (c *expiring[V]) get(key string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !c.now().Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.value, true
+}
+
+// put remembers value for ttl. When the map is full it first drops what has
+// lapsed; when it is still full the value is not remembered, so that what
+// is held stays bounded and the entries in use are not pushed out by a
+// flood of new keys.
+func (c *expiring[V]) put(key string, value V, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
+		for k, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= c.max {
+			return
+		}
+	}
+	c.entries[key] = entry[V]{value: value, expires: now.Add(ttl)}
+}
+
+func (c *expiring[V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
