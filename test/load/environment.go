@@ -70,6 +70,8 @@ type environment struct {
 	// dsguardPprof and noopPprof are the profiling endpoints' base URLs,
 	// set with -profile only.
 	dsguardPprof, noopPprof string
+	// metricsURL is dsguard's metrics endpoint, scraped with metricsToken.
+	metricsURL, metricsToken string
 	// recordedReview is the file the no-op webhook writes the review of
 	// the DaemonSet named recordName into.
 	recordedReview string
@@ -192,19 +194,26 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 		"--kubeconfig", kubeconfig, "--namespace", ownNamespace,
 		"--host", host, "--port", strconv.Itoa(wio.LocalServingPort), "--cert-dir", wio.LocalServingCertDir,
 		"--health-probe-bind-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort)),
-		"--metrics-bind-address", "0", "--shutdown-timeout", "5s"}
-	// dsguard's profiling endpoints are always on: the memory figures
-	// read the Go heap there.
-	dsguardPprof, noopPprof, err := pprofAddresses()
+		"--shutdown-timeout", "5s"}
+	metricsArgs, err := e.secureMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--pprof-bind-address", dsguardPprof)
-	e.dsguardPprof = "http://" + dsguardPprof
+	args = append(args, metricsArgs...)
+	// The profiling endpoints only with -profile: the chart leaves them off.
 	var noopArgs []string
 	if o.profile != "" {
+		dsguardPprof, noopPprof, err := pprofAddresses()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--pprof-bind-address", dsguardPprof)
+		e.dsguardPprof = "http://" + dsguardPprof
 		noopArgs = append(noopArgs, "--pprof", noopPprof)
 		e.noopPprof = "http://" + noopPprof
+	}
+	if err = dropFromPageCache(bin); err != nil {
+		return nil, err
 	}
 	e.dsguard, err = startProcess(e.dir, "dsguard", env, bin, args...)
 	if err != nil {
@@ -225,6 +234,11 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	}
 	self, err := os.Executable()
 	if err != nil {
+		return nil, err
+	}
+	// The harness's own pages stay (it runs from them): the floor is
+	// measured with what of them is mapped already.
+	if err = dropFromPageCache(self); err != nil {
 		return nil, err
 	}
 	e.recordedReview = filepath.Join(e.dir, "recorded-review.json")

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -28,8 +25,8 @@ type memoryPoint struct {
 	heapErr            error
 }
 
-// heapStats are the Go runtime's heap figures (runtime.MemStats), as
-// /debug/pprof/heap?debug=1 prints them.
+// heapStats are the Go runtime's heap figures (runtime.MemStats), as the
+// Go collector of dsguard's metrics exports them (go_memstats_*).
 type heapStats struct {
 	// alloc is the heap's live objects and the garbage not yet collected;
 	// inuse the spans holding them; fromOS what the heap holds from the
@@ -42,7 +39,7 @@ type heapStats struct {
 // (profileDir) writes its heap profile there (dsguard-heap-<moment>.pb.gz).
 func (e *environment) memoryNow(moment, profileDir string) memoryPoint {
 	p := e.dsguard.memory(moment)
-	p.heap, p.heapErr = readHeapStats(e.dsguardPprof)
+	p.heap, p.heapErr = e.readHeapStats()
 	logf("dsguard memory %s: RSS %s (anonymous %s, binary %s), Go heap in use %s", moment, mib(p.rss), mib(p.anon),
 		mib(p.file), mib(p.heap.inuse))
 	if profileDir != "" && e.dsguardPprof != "" {
@@ -71,43 +68,6 @@ func (p *process) memory(moment string) memoryPoint {
 	m.file, _ = p.status("RssFile:")
 	m.blocks, m.fullBlocks, _ = p.binaryBlocks()
 	return m
-}
-
-// readHeapStats reads the runtime's heap figures from a pprof endpoint. It
-// does not collect garbage first: the figures are the process's as it runs.
-func readHeapStats(pprofURL string) (heapStats, error) {
-	var h heapStats
-	if pprofURL == "" {
-		return h, fmt.Errorf("no profiling endpoint")
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(pprofURL + "/debug/pprof/heap?debug=1")
-	if err != nil {
-		return h, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return h, err
-	}
-	stats := map[string]int64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// "# HeapInuse = 35127296"
-		name, value, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
-		if !ok {
-			continue
-		}
-		if v, err := strconv.ParseInt(value, 10, 64); err == nil {
-			stats[name] = v
-		}
-	}
-	if _, ok := stats["HeapInuse"]; !ok {
-		return h, fmt.Errorf("no heap figures in the heap profile (HTTP %d)", resp.StatusCode)
-	}
-	return heapStats{alloc: stats["HeapAlloc"], inuse: stats["HeapInuse"],
-		fromOS: stats["HeapSys"] - stats["HeapReleased"], nextGC: stats["NextGC"]}, nil
 }
 
 // fetch writes what url answers to path.
@@ -163,7 +123,11 @@ func (r *report) writeMemory(w io.Writer) {
 	fmt.Fprintf(w, "\nPeak RSS (VmHWM) over the run: %s. Binary pages are the pages of the process's executable mapped "+
 		"into it: clean and reclaimable, but counted in RSS. The kernel maps them in blocks of %d KiB around each "+
 		"fault (fault-around), so where nearly every block is full they measure how widely the code that ran is "+
-		"spread over the executable, not how much of it ran. With -profile, the heap profiles of these moments are in %s.\n\n",
+		"spread over the executable, not how much of it ran. Both executables were dropped from the page cache "+
+		"before they started (the harness's own pages, which it runs from, excepted), so that they are read from "+
+		"disk as after a node's restart: pages left by the build can be large folios, which a fault maps whole. "+
+		"The Go heap figures are scraped from dsguard's metrics endpoint, served as the chart serves it (HTTPS, "+
+		"TokenReview and SubjectAccessReview). With -profile, the heap profiles of these moments are in %s.\n\n",
 		mib(r.peakRSS), faultAround>>10, profileDir(r.opts.profile))
 }
 
