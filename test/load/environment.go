@@ -236,8 +236,8 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
-	// The harness's own pages stay (it runs from them): the floor is
-	// measured with what of them is mapped already.
+	// The pages the harness itself maps stay in the page cache (it runs
+	// from them), and the floor may map them without reading them.
 	if err = dropFromPageCache(self); err != nil {
 		return nil, err
 	}

@@ -125,9 +125,10 @@ func (r *report) writeMemory(w io.Writer) {
 		"fault (fault-around), so where nearly every block is full they measure how widely the code that ran is "+
 		"spread over the executable, not how much of it ran. Both executables were dropped from the page cache "+
 		"before they started (the harness's own pages, which it runs from, excepted), so that they are read from "+
-		"disk as after a node's restart: pages left by the build can be large folios, which a fault maps whole. "+
+		"disk as after a node's restart: pages left by the build can be large folios, of which a fault maps more. "+
 		"The Go heap figures are scraped from dsguard's metrics endpoint, served as the chart serves it (HTTPS, "+
-		"TokenReview and SubjectAccessReview). With -profile, the heap profiles of these moments are in %s.\n\n",
+		"TokenReview and SubjectAccessReview). With -profile, the heap profiles of these moments are in %s "+
+		"(taking them symbolises allocation stacks, which maps more of dsguard's executable).\n\n",
 		mib(r.peakRSS), faultAround>>10, profileDir(r.opts.profile))
 }
 
