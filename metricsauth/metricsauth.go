@@ -44,7 +44,9 @@ type Options struct {
 	// AllowTTL and DenyTTL are how long an access review's answer is
 	// remembered (5 minutes and 30 seconds).
 	AllowTTL, DenyTTL time.Duration
-	// Timeout bounds each review request (10 seconds).
+	// Timeout bounds each review, its retries included (10 seconds, as
+	// the API server bounds its token reviews), so that a scrape is
+	// answered within a scraper's usual timeout.
 	Timeout time.Duration
 	// Retries is how many times a review that failed for a transient reason
 	// (a timeout, 429, a 5xx, a broken connection) is tried again, after
@@ -274,14 +276,14 @@ func decisionKey(s authorizationv1.SubjectAccessReviewSpec) string {
 	return b.String()
 }
 
-// retry calls review with a timeout each time, and again after a transient
-// failure, at most Retries more times.
+// retry calls review, and again after a transient failure, at most Retries
+// more times, all within Timeout.
 func (g *Guard) retry(ctx context.Context, review func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
+	defer cancel()
 	wait := 500 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
-		err := review(rctx)
-		cancel()
+		err := review(ctx)
 		if err == nil || attempt == g.o.Retries || !transient(err) || ctx.Err() != nil {
 			return err
 		}

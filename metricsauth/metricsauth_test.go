@@ -312,3 +312,18 @@ func TestFilter_RetriesStopWithTheRequest(t *testing.T) {
 		t.Fatal("the guard kept retrying after the request was cancelled")
 	}
 }
+
+func TestFilter_RetriesStayWithinTheTimeout(t *testing.T) {
+	s := prometheusServer()
+	s.tokenErrors = []error{errUnavailable, errUnavailable, errUnavailable, errUnavailable, errUnavailable}
+	g := s.guard(t, Options{Sleep: sleep, Timeout: 300 * time.Millisecond})
+	start := time.Now()
+	code, _ := serve(t, g, http.MethodGet, "/metrics", "Bearer prom-token")
+	if took := time.Since(start); code != 500 || took > 2*time.Second {
+		t.Errorf("unavailable API server: %d after %s, want 500 within the 300 ms timeout", code, took)
+	}
+	// The first wait (0.5 s) outlasts the timeout: one attempt only.
+	if s.tokenReviews != 1 {
+		t.Errorf("%d token reviews, want 1", s.tokenReviews)
+	}
+}
