@@ -1,14 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -82,30 +82,18 @@ func (e *environment) readHeapStats() (heapStats, error) {
 	if resp.StatusCode != http.StatusOK {
 		return h, fmt.Errorf("scraping %s: HTTP %d", e.metricsURL, resp.StatusCode)
 	}
-	stats := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// "go_memstats_heap_inuse_bytes 1.1927552e+07"
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !strings.HasPrefix(name, "go_memstats_") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			stats[name] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		return h, err
 	}
-	for _, name := range []string{"heap_alloc", "heap_inuse", "heap_sys", "heap_released", "next_gc"} {
-		if _, ok := stats["go_memstats_"+name+"_bytes"]; !ok {
-			return h, fmt.Errorf("no go_memstats_%s_bytes in dsguard's metrics", name)
-		}
+	get := func(name string) int64 {
+		v, e := framework.SumMetric(body, "go_memstats_"+name+"_bytes")
+		err = errors.Join(err, e)
+		return int64(v)
 	}
-	get := func(name string) int64 { return int64(stats["go_memstats_"+name+"_bytes"]) }
-	return heapStats{alloc: get("heap_alloc"), inuse: get("heap_inuse"),
-		fromOS: get("heap_sys") - get("heap_released"), nextGC: get("next_gc")}, nil
+	h = heapStats{alloc: get("heap_alloc"), inuse: get("heap_inuse"),
+		fromOS: get("heap_sys") - get("heap_released"), nextGC: get("next_gc")}
+	return h, err
 }
 
 // dropFromPageCache writes path's dirty pages and drops its pages from the

@@ -1,10 +1,10 @@
 package framework
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -237,41 +237,18 @@ func (r *Replica) Ready() bool {
 }
 
 // Metric returns the sum of the samples of the metric name whose labels
-// contain every string of labels (e.g. `name="dsguard-coverage"`), from the
-// replica's /metrics.
+// contain every string of labels, from the replica's /metrics (SumMetric).
 func (r *Replica) Metric(name string, labels ...string) (float64, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", r.metricsPort))
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	var sum float64
-	found := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", name, line, err)
-		}
-		sum += v
-		found = true
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
 	}
-	if !found {
-		return 0, fmt.Errorf("metric %s%v not served", name, labels)
-	}
-	return sum, sc.Err()
+	return SumMetric(body, name, labels...)
 }
 
 // kubeconfigVia writes a copy of the admin kubeconfig whose server is the proxy.
