@@ -3,10 +3,8 @@ package chart
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,7 +72,7 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 		return s.Data["tls.crt"], s.Data["tls.key"], s.Data["ca.crt"]
 	}
 	crt, _, ca := secret()
-	leaf := parseLeaf(t, crt)
+	leaf := framework.ParseCertificatePEM(t, crt)
 	if !strings.Contains(strings.Join(leaf.DNSNames, ","), "localhost") {
 		t.Fatalf("the certificate names %v, want localhost (the host of webhook.url) among them", leaf.DNSNames)
 	}
@@ -101,14 +99,14 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 	}
 	probe := func() error { return through(t.Context()) }
 	eventually(t, 30*time.Second, func() bool { return probe() == nil }, func() string { return fmt.Sprint(probe()) })
-	if got := servedCert(t, webhookPort, ca).SerialNumber; got.Cmp(leaf.SerialNumber) != 0 {
+	if got := framework.ServedCertificate(t, "127.0.0.1:"+strconv.Itoa(webhookPort), ca, "localhost").SerialNumber; got.Cmp(leaf.SerialNumber) != 0 {
 		t.Fatalf("dsguard serves serial %x, the Secret holds %x", got, leaf.SerialNumber)
 	}
 	t.Logf("cert-manager: certificates issued %s after start, caBundle injected %s later; dsguard serves serial %x",
 		issued.Round(100*time.Millisecond), injected.Round(100*time.Millisecond), leaf.SerialNumber)
 
 	// Renewed under load.
-	load := framework.StartLoad(t.Context(), 2, func(ctx context.Context) error { return through(ctx) })
+	load := framework.StartLoad(t.Context(), 2, through)
 	defer load.Stop()
 	time.Sleep(2 * time.Second)
 	before := load.Sent()
@@ -120,14 +118,14 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 	var renewed *x509.Certificate
 	eventually(t, 90*time.Second, func() bool {
 		c, _, _ := secret()
-		renewed = parseLeaf(t, c)
+		renewed = framework.ParseCertificatePEM(t, c)
 		return renewed.SerialNumber.Cmp(leaf.SerialNumber) != 0
 	}, func() string { return cm.Log() })
 	reissued := time.Since(triggered)
 	mirror.wait(t, renewed)
 	mirrored := time.Since(triggered)
 	eventually(t, 60*time.Second, func() bool {
-		return servedCert(t, webhookPort, ca).SerialNumber.Cmp(renewed.SerialNumber) == 0
+		return framework.ServedCertificate(t, "127.0.0.1:"+strconv.Itoa(webhookPort), ca, "localhost").SerialNumber.Cmp(renewed.SerialNumber) == 0
 	}, func() string { return "dsguard still serves the old certificate" })
 	served := time.Since(triggered)
 	// Keep the load on a little longer with the new certificate served.
@@ -166,7 +164,7 @@ func mirrorSecret(t *testing.T, dir string) *secretMirror {
 		if err != nil {
 			return err
 		}
-		leaf := parseLeaf(t, s.Data["tls.crt"])
+		leaf := framework.ParseCertificatePEM(t, s.Data["tls.crt"])
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.serial == leaf.SerialNumber.String() {
@@ -211,31 +209,4 @@ func (m *secretMirror) wait(t *testing.T, c *x509.Certificate) {
 		defer m.mu.Unlock()
 		return m.serial == c.SerialNumber.String()
 	})
-}
-
-func parseLeaf(t *testing.T, data []byte) *x509.Certificate {
-	t.Helper()
-	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatalf("no PEM certificate in %q", data)
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// servedCert opens a TLS connection to dsguard as the API server would
-// (verifying against the CA, for localhost) and returns the certificate it serves.
-func servedCert(t *testing.T, port int, caPEM []byte) *x509.Certificate {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatalf("TLS to dsguard: %v", err)
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0]
 }

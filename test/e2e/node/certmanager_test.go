@@ -2,13 +2,10 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -67,14 +64,7 @@ func TestCertManagerMode_RealNode(t *testing.T) {
 		if ca, err = base64.StdEncoding.DecodeString(ca64); err != nil || len(ca) == 0 {
 			t.Fatalf("the Secret %s has no ca.crt (%v)", cmSecret, err)
 		}
-		block, _ := pem.Decode(crt)
-		if block == nil {
-			t.Fatalf("no PEM certificate in the Secret's tls.crt: %q", crt)
-		}
-		if leaf, err = x509.ParseCertificate(block.Bytes); err != nil {
-			t.Fatal(err)
-		}
-		return leaf, ca
+		return framework.ParseCertificatePEM(t, crt), ca
 	}
 	leaf, ca := secret()
 	if want := cmFullname + "." + cmNamespace + ".svc"; !strings.Contains(strings.Join(leaf.DNSNames, ","), want) {
@@ -104,7 +94,7 @@ func TestCertManagerMode_RealNode(t *testing.T) {
 			`jsonpath={range .items[*]}{.status.podIP}:{.spec.containers[0].ports[?(@.name=="webhook")].containerPort}{" "}{end}`))
 		served := map[string]*big.Int{}
 		for _, addr := range strings.Fields(out) {
-			served[addr] = servedSerial(t, addr, ca, cmFullname+"."+cmNamespace+".svc")
+			served[addr] = framework.ServedCertificate(t, addr, ca, cmFullname+"."+cmNamespace+".svc").SerialNumber
 		}
 		return served
 	}
@@ -159,20 +149,4 @@ func TestCertManagerMode_RealNode(t *testing.T) {
 			t.Errorf("a dsguard container restarted during the renewal: restart counts %s", restarts)
 		}
 	}
-}
-
-// servedSerial opens a TLS connection to addr as the API server would
-// (verifying against the CA, for the Service's name) and returns the serial
-// number of the certificate served.
-func servedSerial(t *testing.T, addr string, caPEM []byte, serverName string) *big.Int {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
-		&tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatalf("TLS to the Pod at %s: %v", addr, err)
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
