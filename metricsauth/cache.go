@@ -53,9 +53,3 @@ func (c *expiring[V]) put(key string, value V, ttl time.Duration) {
 	}
 	c.entries[key] = entry[V]{value: value, expires: now.Add(ttl)}
 }
-
-func (c *expiring[V]) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

@@ -38,33 +38,21 @@ type apiServer struct {
 func (s *apiServer) guard(t *testing.T, o Options) *Guard {
 	t.Helper()
 	c := fake.NewClientset()
-	c.PrependReactor("create", "tokenreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		s.tokenReviews++
-		if len(s.tokenErrors) > 0 {
-			err := s.tokenErrors[0]
-			s.tokenErrors = s.tokenErrors[1:]
-			return true, nil, err
-		}
-		r := a.(clienttesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
+	c.PrependReactor("create", "tokenreviews", s.react(&s.tokenReviews, &s.tokenErrors, func(obj runtime.Object) runtime.Object {
+		r := obj.(*authenticationv1.TokenReview).DeepCopy()
 		if u, ok := s.tokens[r.Spec.Token]; ok {
 			r.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: u}
 		}
 		r.Status.Error = s.tokenStatusErr
-		return true, r, nil
-	})
-	c.PrependReactor("create", "subjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		s.accessReviews++
-		if len(s.accessErrors) > 0 {
-			err := s.accessErrors[0]
-			s.accessErrors = s.accessErrors[1:]
-			return true, nil, err
-		}
-		r := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		return r
+	}))
+	c.PrependReactor("create", "subjectaccessreviews", s.react(&s.accessReviews, &s.accessErrors, func(obj runtime.Object) runtime.Object {
+		r := obj.(*authorizationv1.SubjectAccessReview).DeepCopy()
 		s.lastAccessSpecs = append(s.lastAccessSpecs, r.Spec)
 		key := r.Spec.User + " " + r.Spec.NonResourceAttributes.Path + " " + r.Spec.NonResourceAttributes.Verb
 		r.Status = authorizationv1.SubjectAccessReviewStatus{Allowed: s.allowed[key], Denied: s.denied[key]}
-		return true, r, nil
-	})
+		return r
+	}))
 	if o.Sleep == nil {
 		o.Sleep = func(context.Context, time.Duration) error { return nil }
 	}
@@ -73,6 +61,20 @@ func (s *apiServer) guard(t *testing.T, o Options) *Guard {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// react counts a review and fails it with the next of errs, if any, or
+// answers it.
+func (s *apiServer) react(count *int, errs *[]error, answer func(runtime.Object) runtime.Object) clienttesting.ReactionFunc {
+	return func(a clienttesting.Action) (bool, runtime.Object, error) {
+		*count++
+		if len(*errs) > 0 {
+			err := (*errs)[0]
+			*errs = (*errs)[1:]
+			return true, nil, err
+		}
+		return true, answer(a.(clienttesting.CreateAction).GetObject()), nil
+	}
 }
 
 // serve sends one request through the guard and returns the status code.
@@ -259,7 +261,7 @@ func TestFilter_BoundsWhatItRemembers(t *testing.T) {
 			t.Fatalf("made-up token %d: %d, want 401", i, code)
 		}
 	}
-	if n := g.users.len(); n != 3 {
+	if n := len(g.users.entries); n != 3 {
 		t.Fatalf("%d tokens remembered, want the bound of 3", n)
 	}
 	// The remembered tokens stay remembered; the next ones are reviewed.
@@ -272,7 +274,7 @@ func TestFilter_BoundsWhatItRemembers(t *testing.T) {
 	// Once they lapse, room is made again.
 	now = now.Add(time.Minute)
 	serve(t, g, http.MethodGet, "/metrics", "Bearer prom-token")
-	if n := g.users.len(); n != 1 {
+	if n := len(g.users.entries); n != 1 {
 		t.Errorf("%d tokens remembered after the others lapsed, want 1", n)
 	}
 }

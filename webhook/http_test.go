@@ -12,7 +12,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/dsguard/dsguard/policy"
 )
@@ -24,7 +23,6 @@ import (
 func TestDaemonSetWebhook_BadInput(t *testing.T) {
 	h, _, _ := newTestHandler(t, "")
 	wh := h.HTTPHandler()
-	review := func(req admission.Request) []byte { return reviewBody(t, req) }
 	configMapReq := request(t, admissionv1.Create, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, nil)
 	configMapReq.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	noUID := request(t, admissionv1.Create, compliantDS(), nil)
@@ -37,11 +35,11 @@ func TestDaemonSetWebhook_BadInput(t *testing.T) {
 		msgContains string
 	}{
 		{"malformed JSON", []byte(`{"request": {`), "application/json", http.StatusBadRequest, "unexpected"},
-		{"wrong content type", review(request(t, admissionv1.Create, compliantDS(), nil)), "text/plain", http.StatusBadRequest, "expected application/json"},
+		{"wrong content type", reviewBody(t, request(t, admissionv1.Create, compliantDS(), nil)), "text/plain", http.StatusBadRequest, "expected application/json"},
 		{"empty body", nil, "application/json", http.StatusBadRequest, "request body is empty"},
 		{"oversized body", bytes.Repeat([]byte("x"), 8<<20), "application/json", http.StatusRequestEntityTooLarge, "too large"},
-		{"non-DaemonSet object", review(configMapReq), "application/json", http.StatusBadRequest, "dsguard validates apps/v1 DaemonSets"},
-		{"missing request UID", review(noUID), "application/json", http.StatusBadRequest, "no UID"},
+		{"non-DaemonSet object", reviewBody(t, configMapReq), "application/json", http.StatusBadRequest, "dsguard validates apps/v1 DaemonSets"},
+		{"missing request UID", reviewBody(t, noUID), "application/json", http.StatusBadRequest, "no UID"},
 		{"review without request", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), "application/json", http.StatusBadRequest, "no UID"},
 		{"JSON array", []byte(`[1,2,3]`), "application/json", http.StatusBadRequest, ""},
 	}
