@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -331,6 +332,10 @@ type directStep struct {
 	failed      int
 	throughput  float64
 	p50, p99    time.Duration
+	// cpuPerRequest is the webhook process's CPU time (user and system)
+	// over the window divided by the requests answered in it; 0 when it
+	// could not be read.
+	cpuPerRequest time.Duration
 }
 
 // The bodies of the direct load.
@@ -355,8 +360,11 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	if err != nil {
 		return err
 	}
-	targets := []struct{ name, file, url, pprof string }{{"no-op webhook", "noop", env.noopURL, env.noopPprof},
-		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof}}
+	targets := []struct {
+		name, file, url, pprof string
+		proc                   *process
+	}{{"no-op webhook", "noop", env.noopURL, env.noopPprof, env.noop},
+		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof, env.dsguard}}
 	for _, p := range []struct {
 		name, file string
 		body       []byte
@@ -370,13 +378,14 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 				if r.opts.profile != "" && t.pprof != "" {
 					prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", t.file, p.file, c))}
 				}
-				step, err := directLoad(ctx, env.httpClient(c), t.url, p.body, c, r.opts.direct, prof)
+				step, err := directLoad(ctx, env.httpClient(c), t.url, p.body, c, r.opts.direct, prof, t.proc)
 				if err != nil {
 					return fmt.Errorf("%s: %w", t.name, err)
 				}
 				step.payload, step.target = p.name, t.name
 				r.direct = append(r.direct, step)
-				logf("  %.0f requests/s, p50 %s p99 %s, %d failed", step.throughput, ms(step.p50), ms(step.p99), step.failed)
+				logf("  %.0f requests/s, p50 %s p99 %s, %d failed, %s of CPU per request", step.throughput, ms(step.p50), ms(step.p99),
+					step.failed, us(step.cpuPerRequest))
 			}
 		}
 	}
@@ -460,7 +469,7 @@ func (p *profiler) wait() error {
 }
 
 func directLoad(ctx context.Context, client *http.Client, url string, body []byte, concurrency int, d time.Duration,
-	prof *profiler) (directStep, error) {
+	prof *profiler, proc *process) (directStep, error) {
 	post := func() (time.Duration, bool) {
 		start := time.Now()
 		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
@@ -488,9 +497,12 @@ func directLoad(ctx context.Context, client *http.Client, url string, body []byt
 	if prof != nil {
 		prof.start(d)
 	}
+	cpuBefore, cpuErr := proc.cpu()
 	start := time.Now()
 	samples, failed := hammer(window, concurrency, post)
 	elapsed := time.Since(start)
+	cpuAfter, err := proc.cpu()
+	cpuErr = errors.Join(cpuErr, err)
 	if prof != nil {
 		if err := prof.wait(); err != nil {
 			return directStep{}, err
@@ -499,8 +511,12 @@ func directLoad(ctx context.Context, client *http.Client, url string, body []byt
 	if len(samples) == 0 {
 		return directStep{}, fmt.Errorf("no request succeeded (%d failed)", failed)
 	}
-	return directStep{concurrency: concurrency, requests: len(samples), failed: failed,
-		throughput: float64(len(samples)) / elapsed.Seconds(), p50: samples.percentile(50), p99: samples.percentile(99)}, nil
+	step := directStep{concurrency: concurrency, requests: len(samples), failed: failed,
+		throughput: float64(len(samples)) / elapsed.Seconds(), p50: samples.percentile(50), p99: samples.percentile(99)}
+	if cpuErr == nil {
+		step.cpuPerRequest = (cpuAfter - cpuBefore) / time.Duration(len(samples)+failed)
+	}
+	return step, nil
 }
 
 // hammer calls post on concurrency goroutines until ctx ends.
@@ -540,3 +556,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// us prints a CPU cost per request; zero is a figure that could not be read.
+func us(d time.Duration) string {
+	if d <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+}
