@@ -7,6 +7,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN_DIR ?= bin
 GO ?= go
 LDFLAGS := -s -w -X main.version=$(VERSION)
+# TAGS are Go build tags for `make build`. The container image's binary is
+# built with IMAGE_TAGS: norender leaves Helm's SDK out (the webhook never
+# renders charts; the release binaries, which `dsguard check` users install,
+# keep it). The Dockerfile and test/e2e/framework.ImageBuildTags say the same.
+TAGS ?=
+IMAGE_TAGS := norender
 export CGO_ENABLED ?= 0
 
 .PHONY: help
@@ -15,7 +21,7 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build bin/dsguard (static, version stamped)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
+	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
 test: ## Run every test CI runs: vet, gofmt, unit, fuzz (10s per target), Kubernetes binaries, chart, e2e, real-node e2e; prints each stage's duration
@@ -23,6 +29,7 @@ test: ## Run every test CI runs: vet, gofmt, unit, fuzz (10s per target), Kubern
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
+	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
 	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
 	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node)" hack/tools.sh --node && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
@@ -39,6 +46,11 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
 .PHONY: unit
 unit: ## Run the unit tests only (no control plane)
 	$(GO) test $(UNIT_PKGS)
+
+.PHONY: unit-image
+unit-image: ## Vet and unit-test the packages the image's build tags change (IMAGE_TAGS)
+	$(GO) vet -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
+	$(GO) test -count=1 -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
 
 .PHONY: e2e
 e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl
@@ -105,7 +117,7 @@ IMAGE_DIR ?= $(BIN_DIR)/image
 
 .PHONY: image
 image: ## Build the container image as an OCI layout and archive in bin/image (no Docker engine; reproducible)
-	$(MAKE) -s build BIN_DIR=$(IMAGE_DIR) GOOS=linux
+	$(MAKE) -s build BIN_DIR=$(IMAGE_DIR) GOOS=linux TAGS=$(IMAGE_TAGS)
 	$(GO) run ./hack/image -binary $(IMAGE_DIR)/dsguard -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
 	  -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -oci-layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/dsguard.oci.tar
 

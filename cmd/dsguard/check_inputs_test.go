@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/dsguard/dsguard/render"
 )
 
 // TestCheck_Inputs runs check on this repository's chart, a kustomize
@@ -18,18 +20,23 @@ func TestCheck_Inputs(t *testing.T) {
 		args []string
 		code int
 		want []string
+		// chart: a build without Helm (-tags norender) refuses the input
+		// instead, with render.ErrNoCharts.
+		chart bool
 	}{
 		{
-			name: "this repository's chart renders, and holds no DaemonSet",
-			args: []string{"check", "../../charts/dsguard"},
-			code: 0,
-			want: []string{"checked 0 DaemonSets", "note: rendered with helm: ../../charts/dsguard", "note: no DaemonSet among"},
+			name:  "this repository's chart renders, and holds no DaemonSet",
+			args:  []string{"check", "../../charts/dsguard"},
+			chart: true,
+			code:  0,
+			want:  []string{"checked 0 DaemonSets", "note: rendered with helm: ../../charts/dsguard", "note: no DaemonSet among"},
 		},
 		{
-			name: "chart values reach the rendering",
-			args: []string{"check", "../../charts/dsguard", "--set", "replicaCount=zero"},
-			code: 2,
-			want: []string{"replicaCount"},
+			name:  "chart values reach the rendering",
+			args:  []string{"check", "../../charts/dsguard", "--set", "replicaCount=zero"},
+			chart: true,
+			code:  2,
+			want:  []string{"replicaCount"},
 		},
 		{
 			name: "kustomize overlay: the production patch adds a host port to a surge rollout",
@@ -85,6 +92,9 @@ func TestCheck_Inputs(t *testing.T) {
 		{name: "bad --fail-on", args: []string{"check", "testdata/mixed", "--fail-on", "audit"}, code: 2, want: []string{"unknown --fail-on"}},
 	}
 	for _, tt := range tests {
+		if tt.chart && !render.ChartsRendered {
+			tt.code, tt.want = 2, []string{render.ErrNoCharts.Error()}
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			out, err, code := runCLI(t, "", tt.args...)
 			text := out

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dsguard/dsguard/render"
 )
 
 // version is stamped at release time with -ldflags "-X main.version=...";
@@ -51,7 +53,12 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the dsguard version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dsguard %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			build := ""
+			if !render.ChartsRendered {
+				build = ", without Helm chart rendering"
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "dsguard %s (%s, %s/%s%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
+				build)
 			return err
 		},
 	}

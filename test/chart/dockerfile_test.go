@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dsguard/dsguard/render"
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // instruction is one Dockerfile instruction, continuation lines joined.
@@ -90,6 +93,28 @@ func TestDockerfile_BuildStageRunsMakeBuild(t *testing.T) {
 	if makeCmd == nil {
 		t.Fatal("the build stage does not run `make build`")
 	}
+	// The image's binary is built with the image's build tags, the same in
+	// the Dockerfile, the Makefile (IMAGE_TAGS, which `make image` passes)
+	// and the tests and load harness (framework.ImageBuildTags).
+	tags := ""
+	for _, a := range makeCmd[2:] {
+		if v, ok := strings.CutPrefix(a, "TAGS="); ok {
+			tags = v
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(e.root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "IMAGE_TAGS := " + framework.ImageBuildTags + "\n"; !strings.Contains(string(makefile), want) {
+		t.Errorf("the Makefile does not set %q", strings.TrimSpace(want))
+	}
+	if !strings.Contains(string(makefile), "build BIN_DIR=$(IMAGE_DIR) GOOS=linux TAGS=$(IMAGE_TAGS)") {
+		t.Error("`make image` does not build with TAGS=$(IMAGE_TAGS)")
+	}
+	if tags != framework.ImageBuildTags {
+		t.Errorf("the Dockerfile builds with TAGS=%q, the image's tags are %q", tags, framework.ImageBuildTags)
+	}
 	if runtimeFrom != "scratch" {
 		t.Errorf("runtime image %q, want scratch plus the files hack/image writes", runtimeFrom)
 	}
@@ -157,8 +182,17 @@ func TestDockerfile_BuildStageRunsMakeBuild(t *testing.T) {
 		t.Errorf("the binary links %v: not static", libs)
 	}
 	v := e.run(bin, "version")
-	// `dsguard version` prints "dsguard <version> (<go>, <platform>)".
+	// `dsguard version` prints "dsguard <version> (<go>, <platform>, without
+	// Helm chart rendering)".
 	if f := strings.Fields(v.stdout); v.err != nil || len(f) < 2 || f[1] != "v0.0.0-dockerfile-test" {
 		t.Errorf("dsguard version = %q (%v), want the stamped v0.0.0-dockerfile-test", v.stdout, v.err)
+	}
+	if !strings.Contains(v.stdout, "without Helm chart rendering") {
+		t.Errorf("dsguard version = %q: the image's binary does not say it leaves Helm out", v.stdout)
+	}
+	// The tags took: a chart is refused with the way around it, not rendered.
+	c := e.run(bin, "check", filepath.Join(e.root, "charts", "dsguard"))
+	if c.err == nil || !strings.Contains(c.stdout+c.stderr, render.ErrNoCharts.Error()) {
+		t.Errorf("the image's dsguard check of a chart: %v\n%s%s\nwant it refused with %q", c.err, c.stdout, c.stderr, render.ErrNoCharts)
 	}
 }

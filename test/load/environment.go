@@ -114,8 +114,9 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	}
 	bin := o.dsguardBin
 	if bin == "" {
-		logf("building dsguard")
-		if bin, err = framework.BuildDsguard(e.root, e.dir); err != nil {
+		// The container image's build: what a cluster runs.
+		logf("building dsguard as the container image carries it (-tags %s)", framework.ImageBuildTags)
+		if bin, err = framework.BuildImageDsguard(e.root, e.dir); err != nil {
 			return nil, err
 		}
 	}

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // options are the harness's knobs; the defaults are the scenario.
@@ -85,7 +87,7 @@ func main() {
 	flag.DurationVar(&o.direct, "direct", 5*time.Second, "length of each direct TLS load step")
 	flag.IntVar(&o.probes, "probes", 5, "relevant node changes timed to the verdict and to the Event")
 	flag.StringVar(&o.out, "o", "", "also write the report (Markdown) to this file")
-	flag.StringVar(&o.dsguardBin, "dsguard", "", "dsguard binary to measure (default: build ./cmd/dsguard)")
+	flag.StringVar(&o.dsguardBin, "dsguard", "", "dsguard binary to measure (default: build ./cmd/dsguard as the container image does, -tags "+framework.ImageBuildTags+")")
 	flag.Int64Var(&o.memoryLimit, "memory-limit", 256<<20, "container memory limit in bytes dsguard is given as the chart gives it "+
 		"(DSGUARD_MEMORY_LIMIT, from the chart's default limits.memory); 0 for none")
 	phases := flag.String("phases", strings.Join(allPhases, ","), "measurements to run, comma-separated: "+strings.Join(allPhases, ", "))

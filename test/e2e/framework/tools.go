@@ -48,9 +48,22 @@ func ToolsDir(root string) (string, error) {
 // without -trimpath, so that it reuses the packages `go vet` and `go test`
 // have already compiled instead of rebuilding the Kubernetes libraries
 // (minutes on a cold machine); the Dockerfile path is `make build` itself.
-func BuildDsguard(root, dir string) (string, error) {
+func BuildDsguard(root, dir string) (string, error) { return buildDsguard(root, dir, "") }
+
+// ImageBuildTags are the Go build tags of the container image's binary: the
+// Makefile's IMAGE_TAGS and the Dockerfile's TAGS (test/chart holds all
+// three together). norender leaves Helm's SDK out.
+const ImageBuildTags = "norender"
+
+// BuildImageDsguard builds dsguard as the container image carries it (with
+// ImageBuildTags), for the tests and measurements of what a cluster runs.
+func BuildImageDsguard(root, dir string) (string, error) {
+	return buildDsguard(root, dir, ImageBuildTags)
+}
+
+func buildDsguard(root, dir, tags string) (string, error) {
 	bin := filepath.Join(dir, "dsguard")
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e", "-o", bin, "./cmd/dsguard")
+	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e", "-o", bin, "./cmd/dsguard")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

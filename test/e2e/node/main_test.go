@@ -53,7 +53,7 @@ func run(m *testing.M) (code int) {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	if dsguardBin, err = framework.BuildDsguard(root, dir); err != nil {
+	if dsguardBin, err = framework.BuildImageDsguard(root, dir); err != nil {
 		return fail(err)
 	}
 	var pause framework.Image
