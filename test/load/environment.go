@@ -70,8 +70,10 @@ type environment struct {
 	// dsguardPprof and noopPprof are the profiling endpoints' base URLs,
 	// set with -profile only.
 	dsguardPprof, noopPprof string
-	// metricsURL is dsguard's metrics endpoint, scraped with metricsToken.
+	// metricsURL is dsguard's metrics endpoint, scraped with metricsToken
+	// through metricsClient.
 	metricsURL, metricsToken string
+	metricsClient            *http.Client
 	// recordedReview is the file the no-op webhook writes the review of
 	// the DaemonSet named recordName into.
 	recordedReview string

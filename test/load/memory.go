@@ -127,9 +127,13 @@ func (r *report) writeMemory(w io.Writer) {
 		"before they started (the harness's own pages, which it runs from, excepted), so that they are read from "+
 		"disk as after a node's restart: pages left by the build can be large folios, of which a fault maps more. "+
 		"The Go heap figures are scraped from dsguard's metrics endpoint, served as the chart serves it (HTTPS, "+
-		"TokenReview and SubjectAccessReview). With -profile, the heap profiles of these moments are in %s "+
-		"(taking them symbolises allocation stacks, which maps more of dsguard's executable).\n\n",
-		mib(r.peakRSS), faultAround>>10, profileDir(r.opts.profile))
+		"TokenReview and SubjectAccessReview), over one kept-alive connection as Prometheus scrapes.",
+		mib(r.peakRSS), faultAround>>10)
+	if r.opts.profile != "" {
+		fmt.Fprintf(w, " The heap profiles of these moments are in %s (taking them symbolises allocation stacks, "+
+			"which maps more of dsguard's executable).", r.opts.profile)
+	}
+	fmt.Fprint(w, "\n\n")
 }
 
 // binaryPages is a memory point's binary pages, with their fault-around
@@ -139,11 +143,4 @@ func binaryPages(p memoryPoint) string {
 		return mib(p.file)
 	}
 	return fmt.Sprintf("%s (%d blocks, %d full)", mib(p.file), p.blocks, p.fullBlocks)
-}
-
-func profileDir(dir string) string {
-	if dir == "" {
-		return "(not written: no -profile)"
-	}
-	return dir
 }
