@@ -83,7 +83,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 5000, "Nodes to create (65000 for the large fleet)")
 	flag.IntVar(&o.daemonSets, "daemonsets", 100, "DaemonSets present in the cluster during the CPU phases")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "length of each CPU measurement phase")
-	flag.IntVar(&o.creates, "creates", 300, "DaemonSet creates measured per webhook mode")
+	flag.IntVar(&o.creates, "creates", 1000, fmt.Sprintf("DaemonSet creates measured per webhook mode (those of every %d rounds are deleted again, untimed)", createBatch))
 	flag.DurationVar(&o.direct, "direct", 5*time.Second, "length of each direct TLS load step")
 	flag.IntVar(&o.probes, "probes", 5, "relevant node changes timed to the verdict and to the Event")
 	flag.StringVar(&o.out, "o", "", "also write the report (Markdown) to this file")

@@ -283,6 +283,9 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 			}
 			m.samples = append(m.samples, time.Since(start))
 		}
+		if err == nil && (i+1)%createBatch == 0 && i+1 < r.opts.creates {
+			err = deleteMeasured(ctx, env, modes)
+		}
 	}
 	stopChurn()
 	wg.Wait()
@@ -306,6 +309,26 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 		logf("  %s: p50 %s p99 %s", m.name, ms(m.samples.percentile(50)), ms(m.samples.percentile(99)))
 	}
 	return sleep(ctx, settle)
+}
+
+// createBatch is how many rounds of creates run before the DaemonSets they
+// made are deleted again, untimed: a cluster holds tens of DaemonSets, not
+// thousands, and dsguard's memory and audit work grow with their number
+// (about 20 KiB of heap each at 5,000 of them, half of it their
+// per-DaemonSet metrics), so letting
+// every measured create pile up would measure a cluster nobody runs.
+const createBatch = 100
+
+// deleteMeasured deletes the DaemonSets the measured creates made and waits
+// for dsguard's auditor to take in the deletions, outside the timed creates.
+func deleteMeasured(ctx context.Context, env *environment, modes []*createMode) error {
+	for _, m := range modes {
+		if err := env.kube.AppsV1().DaemonSets(m.namespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("deleting the measured DaemonSets of %s: %w", m.namespace, err)
+		}
+	}
+	return sleep(ctx, 2*time.Second)
 }
 
 // churnDaemonSets returns a paced job that creates a DaemonSet and deletes
