@@ -246,13 +246,22 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
-	// The pages the harness itself maps stay in the page cache (it runs
-	// from them), and the floor may map them without reading them.
-	if err = dropFromPageCache(self); err != nil {
+	// The no-op runs from a copy of the harness's executable, read from
+	// disk as dsguard's is. Started from the harness's own file it would
+	// share the physical pages of the code the harness runs as the load
+	// generator (the runtime, net/http, crypto/tls, encoding/json): at 1
+	// concurrent request, where client and server take turns, it would
+	// find that code in the CPU caches the client had just warmed, which
+	// no webhook in a cluster does (the API server is a binary of its own).
+	noopBin := filepath.Join(e.dir, "noop-webhook")
+	if err = copyFile(self, noopBin); err != nil {
+		return nil, err
+	}
+	if err = dropFromPageCache(noopBin); err != nil {
 		return nil, err
 	}
 	e.recordedReview = filepath.Join(e.dir, "recorded-review.json")
-	e.noop, err = startProcess(e.dir, "noop-webhook", nil, self, append([]string{noopCommand,
+	e.noop, err = startProcess(e.dir, "noop-webhook", nil, noopBin, append([]string{noopCommand,
 		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir,
 		"--record", e.recordedReview}, noopArgs...)...)
 	if err != nil {

@@ -218,7 +218,7 @@ func (r *report) writeDirect(w io.Writer) {
 				n.failed+d.failed)
 		}
 	}
-	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load. "+
+	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load; the no-op from a copy of the harness's executable, so that it shares no code pages (nor the CPU caches that hold them) with the load generator, as no webhook shares them with the API server. "+
 		"The first body is the review the API server sent for a create (managed fields, user info, options); the minimal one holds the DaemonSet alone. "+
 		"CPU per request is the webhook process's user and system time over the step (read from /proc, 10 ms ticks) divided by its requests: "+
 		"at 1 concurrent request each round trip waits for the one before, so a webhook's CPU per request is most of its latency, "+

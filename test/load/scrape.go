@@ -98,6 +98,24 @@ func (e *environment) readHeapStats() (heapStats, error) {
 	return h, err
 }
 
+// copyFile copies the executable src to dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	return out.Close()
+}
+
 // dropFromPageCache writes path's dirty pages and drops its pages from the
 // page cache, so that a process started from it reads its executable from
 // disk, as after a node's restart or under memory pressure. Otherwise its
