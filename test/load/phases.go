@@ -312,15 +312,16 @@ func measureCreates(ctx context.Context, env *environment, f *fleet, r *report) 
 }
 
 // createBatch is how many rounds of creates run before the DaemonSets they
-// made are deleted again, untimed: a cluster holds tens of DaemonSets, not
-// thousands, and dsguard's memory and audit work grow with their number
-// (about 20 KiB of heap each at 5,000 of them, half of it their
-// per-DaemonSet metrics), so letting
-// every measured create pile up would measure a cluster nobody runs.
+// made are deleted again, untimed: a cluster holds tens or hundreds of
+// DaemonSets, not thousands, and dsguard's memory and audit work grow with
+// their number (about 20 KiB of heap each at 5,000 of them, half of it
+// their metrics), so letting every measured create pile up would measure a
+// cluster nobody runs.
 const createBatch = 100
 
-// deleteMeasured deletes the DaemonSets the measured creates made and waits
-// for dsguard's auditor to take in the deletions, outside the timed creates.
+// deleteMeasured deletes the DaemonSets the measured creates made and gives
+// dsguard's auditor two seconds to take in the deletions, outside the timed
+// creates.
 func deleteMeasured(ctx context.Context, env *environment, modes []*createMode) error {
 	for _, m := range modes {
 		if err := env.kube.AppsV1().DaemonSets(m.namespace).DeleteCollection(ctx, metav1.DeleteOptions{},
