@@ -124,9 +124,9 @@ func (r *report) writeMemory(w io.Writer) {
 		"into it: clean and reclaimable, but counted in RSS. The kernel maps them in blocks of %d KiB around each "+
 		"fault (fault-around), so where nearly every block is full they measure how widely the code that ran is "+
 		"spread over the executable, not how much of it ran. Both executables were dropped from the page cache "+
-		"before they started (the no-op's is a copy of the harness's, so that it shares no pages with the load "+
-		"generator), so that they are read from disk as after a node's restart: pages left by the build can be "+
-		"large folios, of which a fault maps more. "+
+		"before they started, so that they are read from disk as after a node's restart: pages left by the build "+
+		"can be large folios, of which a fault maps more. The no-op's is a copy of the harness's executable, which "+
+		"shares no pages with the load generator. "+
 		"The Go heap figures are scraped from dsguard's metrics endpoint, served as the chart serves it (HTTPS, "+
 		"TokenReview and SubjectAccessReview), over one kept-alive connection as Prometheus scrapes.",
 		mib(r.peakRSS), faultAround>>10)
