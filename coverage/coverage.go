@@ -82,8 +82,18 @@ func (s Skip) Reason() string {
 	case SkipSelector:
 		return "nodeSelector or node affinity does not match"
 	default:
-		return "taint " + s.Taint.ToString() + " not tolerated"
+		return "taint " + taintString(&s.Taint) + " not tolerated"
 	}
+}
+
+// taintString is corev1.Taint's ToString (key=value:effect, or key:effect
+// without a value) in one allocation instead of fmt's three: every warning
+// about a taint says it.
+func taintString(t *corev1.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + string(t.Effect)
+	}
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 // Describe is the reason followed by the nodes, at most limit of them named.
@@ -161,25 +171,18 @@ var transientTaints = map[string]bool{
 func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	cov := Coverage{Total: nodes.Len()}
 	spec := &ds.Spec.Template.Spec
-	p := predictor{
-		spec:        spec,
-		affinity:    nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity),
-		tolerations: daemonTolerations(spec),
-	}
-	var q *identityQuery
-	if spec.NodeName != "" || nodes.looksAtNodeIdentity(spec) {
-		q = nodes.identityQuery(spec)
-	}
-	for _, class := range nodes.classes {
-		if q == nil {
-			if kind, taint, ok := placeOn(&class.node, spec, p.affinity, &p.relaxed, p.tolerations); ok {
-				cov.Eligible += len(class.members)
-			} else {
-				p.add(kind, taint, nameRun{members: class.members})
-			}
-			continue
+	p := predictor{spec: spec, tolerations: daemonTolerations(spec)}
+	switch {
+	case spec.NodeName != "" || nodes.looksAtNodeIdentity(spec):
+		p.affinity = nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
+		q := nodes.identityQuery(spec)
+		for _, class := range nodes.classes {
+			cov.Eligible += p.perNode(nodes, class, q)
 		}
-		cov.Eligible += p.perNode(nodes, class, q)
+	case requiredNodeSelector(spec) == nil:
+		cov.Eligible = p.bySelector(nodes)
+	default:
+		cov.Eligible = p.byClass(nodes)
 	}
 	cov.Skips = p.groups
 	sort.Slice(cov.Skips, func(a, b int) bool {
@@ -189,6 +192,80 @@ func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 		return cov.Skips[a].Reason() < cov.Skips[b].Reason()
 	})
 	return cov
+}
+
+// byClass judges each class on its own node (labels and taints) and
+// returns how many nodes are eligible.
+func (p *predictor) byClass(s *NodeSnapshot) int {
+	p.affinity = nodeaffinity.NewRequiredNodeAffinity(p.spec.NodeSelector, p.spec.Affinity)
+	eligible := 0
+	for _, class := range s.classes {
+		if kind, taint, ok := placeOn(&class.node, p.spec, p.affinity, &p.relaxed, p.tolerations); ok {
+			eligible += len(class.members)
+		} else {
+			p.add(kind, taint, nameRun{members: class.members})
+		}
+	}
+	return eligible
+}
+
+// bySelector decides as byClass does for a placement that selects by
+// nodeSelector alone (no required node affinity, node name or per-node
+// label), which is most DaemonSets: the snapshot's label index names the
+// classes that carry every pair of the selector, and only the classes a
+// DaemonSet may skip are visited. The decision is the same; what it saves is
+// a label-map lookup per class and selector pair, each on a class's own
+// memory, which at a few dozen classes was most of a prediction's time.
+func (p *predictor) bySelector(s *NodeSnapshot) int {
+	idx := s.labelIndex()
+	selected := idx.selecting(p.spec.NodeSelector, false)
+	osArch := selectsOSArch(p.spec)
+	var relaxed classSet
+	if osArch {
+		relaxed = idx.selecting(p.spec.NodeSelector, true)
+	}
+	// untolerated[l] is the taint list l's decision, once made: the
+	// taint that keeps daemon Pods off, or nil.
+	var untolerated []*corev1.Taint
+	var decided classSet
+	eligible := 0
+	for i, size := range idx.sizes {
+		if selected.has(i) {
+			if !idx.tainted.has(i) {
+				eligible += size
+				continue
+			}
+			l := idx.taintList[i]
+			if decided == nil {
+				untolerated, decided = make([]*corev1.Taint, len(idx.taintLists)), newClassSet(len(idx.taintLists))
+			}
+			if !decided.has(l) {
+				untolerated[l], _ = untoleratedTaint(idx.taintLists[l], p.tolerations)
+				decided.add(l)
+			}
+			if taint := untolerated[l]; taint != nil {
+				p.add(SkipTaint, taint, nameRun{members: s.classes[i].members})
+			} else {
+				eligible += size
+			}
+			continue
+		}
+		kind := SkipSelector
+		if osArch && relaxed.has(i) {
+			kind = SkipOSArch
+		}
+		p.add(kind, nil, nameRun{members: s.classes[i].members})
+	}
+	return eligible
+}
+
+// requiredNodeSelector returns the template's required node affinity, nil
+// when it has none (an empty one, which matches no node, is not nil).
+func requiredNodeSelector(spec *corev1.PodSpec) *corev1.NodeSelector {
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil {
+		return nil
+	}
+	return spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 }
 
 // NodeDecision is the controller's decision for one DaemonSet on one node.
@@ -298,8 +375,8 @@ func (s *NodeSnapshot) identityQuery(spec *corev1.PodSpec) *identityQuery {
 			q.values[j] = append(q.values[j], v)
 		}
 	}
-	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+	if required := requiredNodeSelector(spec); required != nil {
+		for _, t := range required.NodeSelectorTerms {
 			for _, r := range t.MatchExpressions {
 				j := keyIndex(r.Key)
 				switch {
@@ -470,11 +547,11 @@ func selectsOSArch(spec *corev1.PodSpec) bool {
 			return true
 		}
 	}
-	a := spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	required := requiredNodeSelector(spec)
+	if required == nil {
 		return false
 	}
-	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+	for _, t := range required.NodeSelectorTerms {
 		for _, r := range t.MatchExpressions {
 			if IsOSArchLabel(r.Key) {
 				return true
@@ -537,11 +614,11 @@ func (s *NodeSnapshot) looksAtNodeIdentity(spec *corev1.PodSpec) bool {
 			return true
 		}
 	}
-	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	required := requiredNodeSelector(spec)
+	if required == nil {
 		return false
 	}
-	for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+	for _, t := range required.NodeSelectorTerms {
 		if len(t.MatchFields) > 0 {
 			return true
 		}
@@ -582,11 +659,10 @@ func withoutOSArch(spec *corev1.PodSpec) nodeaffinity.RequiredNodeAffinity {
 		}
 	}
 	var affinity *corev1.Affinity
-	if spec.Affinity != nil && spec.Affinity.NodeAffinity != nil &&
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+	if required := requiredNodeSelector(spec); required != nil {
 		var terms []corev1.NodeSelectorTerm
 		matchAll := false
-		for _, t := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, t := range required.NodeSelectorTerms {
 			if len(t.MatchExpressions) == 0 && len(t.MatchFields) == 0 {
 				continue // an empty term matches nothing, relaxed or not
 			}

@@ -86,11 +86,11 @@ func DaemonPodNode(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
 	}
-	a := p.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	required := requiredNodeSelector(&p.Spec)
+	if required == nil {
 		return ""
 	}
-	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+	for _, t := range required.NodeSelectorTerms {
 		for _, f := range t.MatchFields {
 			if f.Key == metav1.ObjectNameField && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
 				return f.Values[0]

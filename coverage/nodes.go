@@ -31,6 +31,11 @@ type NodeSnapshot struct {
 	// perNodeKeys are the per-node label keys, sorted; members hold their
 	// values in this order.
 	perNodeKeys []string
+	// index is built on the first prediction by nodeSelector.
+	index struct {
+		once sync.Once
+		idx  *labelIndex
+	}
 }
 
 type nodeClass struct {

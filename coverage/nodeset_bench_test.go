@@ -56,6 +56,17 @@ func BenchmarkNodeSetApply(b *testing.B) {
 				i++
 			}
 		})
+		// A snapshot's label index is built by the first prediction by
+		// nodeSelector after each change: a cost per relevant change on
+		// top of applying it.
+		b.Run(fmt.Sprintf("nodes=%d/label-index", n), func(b *testing.B) {
+			snap := NewNodeSnapshot(nodes)
+			b.ReportAllocs()
+			for b.Loop() {
+				buildLabelIndex(snap.classes)
+			}
+			b.ReportMetric(float64(snap.Classes()), "classes")
+		})
 		b.Run(fmt.Sprintf("nodes=%d/full-rebuild", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

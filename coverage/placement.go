@@ -115,11 +115,11 @@ func selectorMiss(spec *corev1.PodSpec, n *corev1.Node) string {
 			return fmt.Sprintf("nodeSelector %s=%s", k, spec.NodeSelector[k])
 		}
 	}
-	a := spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	required := requiredNodeSelector(spec)
+	if required == nil {
 		return ""
 	}
-	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	terms := required.NodeSelectorTerms
 	var misses []string
 	for _, t := range terms {
 		miss := ""

@@ -22,11 +22,11 @@ type PlacementSize struct {
 // SizeOf measures spec's nodeSelector and required node affinity.
 func SizeOf(spec *corev1.PodSpec) PlacementSize {
 	s := PlacementSize{Requirements: len(spec.NodeSelector)}
-	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	required := requiredNodeSelector(spec)
+	if required == nil {
 		return s
 	}
-	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	terms := required.NodeSelectorTerms
 	s.Terms = len(terms)
 	for i := range terms {
 		for _, reqs := range [][]corev1.NodeSelectorRequirement{terms[i].MatchExpressions, terms[i].MatchFields} {

@@ -108,3 +108,21 @@ func TestWarningLines_Limits(t *testing.T) {
 		t.Error("no findings: want no warnings")
 	}
 }
+
+// TestOneLine checks oneLine's shortcut for messages already on one line
+// against what it stands for: the words joined by single spaces.
+func TestOneLine(t *testing.T) {
+	for _, s := range []string{
+		"", " ", "a", "a b", "a  b", " a", "a ", "a\nb", "a\tb", "a\u00a0b", "a\u2028b", "a \n b",
+		"max-unavailable: maxUnavailable 50% is above the 25% cap", "caf\xe9 au lait", "\xff \xfe",
+		strings.Repeat("word ", 100) + "end",
+	} {
+		want := strings.Join(strings.Fields(s), " ")
+		if len(want) > maxWarningLen {
+			want = want[:maxWarningLen-3] + "..."
+		}
+		if got := oneLine(s); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

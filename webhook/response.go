@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -24,7 +25,7 @@ const (
 // lines; audit-level findings become audit annotations.
 func buildResponse(ds *appsv1.DaemonSet, findings []policy.Finding) admission.Response {
 	var denies, warns []policy.Finding
-	annotations := map[string]string{}
+	var annotations map[string]string
 	for _, f := range findings {
 		switch f.Action {
 		case policy.ActionDeny:
@@ -38,6 +39,9 @@ func buildResponse(ds *appsv1.DaemonSet, findings []policy.Finding) admission.Re
 			}
 			if prev, ok := annotations[f.RuleID]; ok {
 				msg = prev + "; " + msg
+			}
+			if annotations == nil {
+				annotations = map[string]string{}
 			}
 			annotations[f.RuleID] = msg
 		}
@@ -94,9 +98,27 @@ func warningLines(warns []policy.Finding) []string {
 // oneLine removes newlines (a warning containing one is dropped by the API
 // server) and cuts the line to the per-warning limit.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	if !singleSpaced(s) {
+		s = strings.Join(strings.Fields(s), " ")
+	}
 	if len(s) > maxWarningLen {
 		s = s[:maxWarningLen-3] + "..."
 	}
 	return s
+}
+
+// singleSpaced reports whether s is already what strings.Fields and a join
+// with single spaces would make of it: no whitespace but single spaces
+// between words. Nearly every message is; checking is cheaper than
+// splitting.
+func singleSpaced(s string) bool {
+	prevSpace := true // no leading space
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if space && (r != ' ' || prevSpace) {
+			return false
+		}
+		prevSpace = space
+	}
+	return !prevSpace || s == ""
 }
