@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -18,9 +19,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // testPKI is a CA with a serving and a client certificate signed by it.
@@ -429,5 +435,58 @@ func TestThrottledLog_OneLinePerInterval(t *testing.T) {
 	fmt.Fprintln(l, "next")
 	if !strings.Contains(out.String(), "999 similar messages suppressed") {
 		t.Errorf("the suppressed count is not reported:\n%s", out.String())
+	}
+}
+
+// TestServer_ConcurrentReviewsKeepTheirOwnBodies sends reviews of different
+// sizes and verdicts at once over kept-alive connections, each with a UID of
+// its own: body buffers pass from request to request, and every answer must
+// still be the one its own review earns.
+func TestServer_ConcurrentReviewsKeepTheirOwnBodies(t *testing.T) {
+	pki := newTestPKI(t)
+	h, _, _ := newTestHandler(t, "")
+	addr := startTestServer(t, pki, ServerOptions{}, nil, func(s *Server) { s.Register(DaemonSetPath, h.HTTPHandler()) })
+	// Denied reviews are the smaller ones: a buffer a larger, allowed
+	// review left behind must not leak into them, nor the other way round.
+	allowed := compliantDS(func(ds *appsv1.DaemonSet) {
+		ds.Annotations = map[string]string{"note": strings.Repeat("padding ", 2000)}
+	})
+	denied := compliantDS(noTolerations)
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	const workers, each = 8, 40
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				req := request(t, admissionv1.Create, allowed, nil)
+				want := true
+				if (w+i)%2 == 1 {
+					req, want = request(t, admissionv1.Create, denied, nil), false
+				}
+				req.UID = types.UID(fmt.Sprintf("uid-%d-%d", w, i))
+				resp, err := client.Post("https://"+addr+DaemonSetPath, "application/json", bytes.NewReader(reviewBody(t, req)))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				var out admissionv1.AdmissionReview
+				err = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					errs <- err
+				case out.Response == nil || out.Response.UID != req.UID || out.Response.Allowed != want:
+					errs <- fmt.Errorf("review %s (allowed %v): answer %+v", req.UID, want, out.Response)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
