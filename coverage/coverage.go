@@ -219,29 +219,32 @@ func (p *predictor) byClass(s *NodeSnapshot) int {
 func (p *predictor) bySelector(s *NodeSnapshot) int {
 	idx := s.labelIndex()
 	selected := idx.selecting(p.spec.NodeSelector, false)
+	var relaxed []int32
 	osArch := selectsOSArch(p.spec)
-	var relaxed classSet
 	if osArch {
 		relaxed = idx.selecting(p.spec.NodeSelector, true)
 	}
-	// untolerated[l] is the taint list l's decision, once made: the
+	// untolerated[l] is the taint list l's decision, once decided[l]: the
 	// taint that keeps daemon Pods off, or nil.
 	var untolerated []*corev1.Taint
-	var decided classSet
+	var decided []bool
 	eligible := 0
+	// selected and relaxed are in class order: each is walked once.
+	next, nextRelaxed := 0, 0
 	for i, size := range idx.sizes {
-		if selected.has(i) {
-			if !idx.tainted.has(i) {
+		if next < len(selected) && int(selected[next]) == i {
+			next++
+			l := idx.taintList[i]
+			if l < 0 {
 				eligible += size
 				continue
 			}
-			l := idx.taintList[i]
 			if decided == nil {
-				untolerated, decided = make([]*corev1.Taint, len(idx.taintLists)), newClassSet(len(idx.taintLists))
+				untolerated, decided = make([]*corev1.Taint, len(idx.taintLists)), make([]bool, len(idx.taintLists))
 			}
-			if !decided.has(l) {
+			if !decided[l] {
 				untolerated[l], _ = untoleratedTaint(idx.taintLists[l], p.tolerations)
-				decided.add(l)
+				decided[l] = true
 			}
 			if taint := untolerated[l]; taint != nil {
 				p.add(SkipTaint, taint, nameRun{members: s.classes[i].members})
@@ -251,7 +254,10 @@ func (p *predictor) bySelector(s *NodeSnapshot) int {
 			continue
 		}
 		kind := SkipSelector
-		if osArch && relaxed.has(i) {
+		for osArch && nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) < i {
+			nextRelaxed++
+		}
+		if osArch && nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) == i {
 			kind = SkipOSArch
 		}
 		p.add(kind, nil, nameRun{members: s.classes[i].members})
@@ -309,23 +315,54 @@ type predictor struct {
 	relaxed     *nodeaffinity.RequiredNodeAffinity
 	tolerations []corev1.Toleration
 	groups      []Skip
+	// byReason finds a group once there are more than groupIndexFrom.
+	byReason map[skipReason]int
 }
 
+// skipReason is what a group is found by: the kind, and the taint for a
+// taint (zero for the others, which name none).
+type skipReason struct {
+	kind  SkipKind
+	taint corev1.Taint
+}
+
+// groupIndexFrom is the number of groups past which group keeps an index.
+// A prediction has a handful of reasons, where a linear search beats a map;
+// a fleet whose classes carry taints of their own by the thousand would
+// make it quadratic.
+var groupIndexFrom = 16
+
 // group returns the index of the group for this reason, adding it if new.
-// A prediction has a handful of reasons: a linear search beats a map.
 func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
-	for i := range p.groups {
-		s := &p.groups[i]
-		if s.Kind == kind && (taint == nil || s.Taint == *taint) {
+	reason := skipReason{kind: kind}
+	if taint != nil {
+		reason.taint = *taint
+	}
+	if p.byReason != nil {
+		if i, ok := p.byReason[reason]; ok {
 			return i
 		}
+	} else {
+		for i := range p.groups {
+			if s := &p.groups[i]; s.Kind == kind && s.Taint == reason.taint {
+				return i
+			}
+		}
 	}
-	s := Skip{Kind: kind}
+	s := Skip{Kind: kind, Taint: reason.taint}
 	if taint != nil {
-		s.Taint = *taint
 		s.Transient = transientTaints[taint.Key]
 	}
 	p.groups = append(p.groups, s)
+	switch n := len(p.groups); {
+	case p.byReason != nil:
+		p.byReason[reason] = n - 1
+	case n > groupIndexFrom:
+		p.byReason = make(map[skipReason]int, 2*n)
+		for i := range p.groups {
+			p.byReason[skipReason{kind: p.groups[i].Kind, taint: p.groups[i].Taint}] = i
+		}
+	}
 	return len(p.groups) - 1
 }
 

@@ -1,7 +1,9 @@
 package coverage
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -11,27 +13,22 @@ import (
 // node: the classes that carry each label pair, those with a taint that can
 // keep daemon Pods off, and each class's size. A snapshot builds it on its
 // first such prediction (NodeSnapshot.labelIndex): it never changes after.
+// It takes memory and time in proportion to the classes' labels and taints,
+// whatever their number.
 type labelIndex struct {
-	withLabel map[labelPair]classSet
-	tainted   classSet
-	all       classSet
+	// withLabel lists, by label pair, the classes that carry it, in
+	// increasing order.
+	withLabel map[labelPair][]int32
+	all       []int32
 	sizes     []int
 	// taintList[i] numbers class i's taints among the distinct taint lists
-	// of the tainted classes, taintLists: classes that differ in labels
-	// alone (a pool's zones) share theirs, and a prediction decides each
-	// list once.
+	// of the tainted classes, taintLists; -1 for a class without a taint
+	// that can keep daemon Pods off. Classes that differ in labels alone (a
+	// pool's zones) share their list, and a prediction decides each list
+	// once.
 	taintList  []int
 	taintLists [][]corev1.Taint
 }
-
-// classSet is a set of class indices, one bit each.
-type classSet []uint64
-
-func newClassSet(n int) classSet { return make(classSet, (n+63)/64) }
-
-func (s classSet) add(i int) { s[i/64] |= 1 << (i % 64) }
-
-func (s classSet) has(i int) bool { return i/64 < len(s) && s[i/64]&(1<<(i%64)) != 0 }
 
 // labelIndex returns the snapshot's index, building it on first use.
 func (s *NodeSnapshot) labelIndex() *labelIndex {
@@ -41,29 +38,25 @@ func (s *NodeSnapshot) labelIndex() *labelIndex {
 
 func buildLabelIndex(classes []*nodeClass) *labelIndex {
 	n := len(classes)
-	idx := &labelIndex{withLabel: map[labelPair]classSet{}, tainted: newClassSet(n), all: newClassSet(n),
-		sizes: make([]int, n), taintList: make([]int, n)}
+	idx := &labelIndex{withLabel: map[labelPair][]int32{}, all: make([]int32, n), sizes: make([]int, n),
+		taintList: make([]int, n)}
+	lists := map[string]int{}
 	for i, c := range classes {
-		idx.all.add(i)
+		idx.all[i] = int32(i)
 		idx.sizes[i] = len(c.members)
 		for _, l := range c.labels {
-			set, ok := idx.withLabel[l]
-			if !ok {
-				set = newClassSet(n)
-				idx.withLabel[l] = set
-			}
-			set.add(i)
+			idx.withLabel[l] = append(idx.withLabel[l], int32(i))
 		}
+		idx.taintList[i] = -1
 		taints := c.node.Spec.Taints
 		if !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return excludes(&t) }) {
 			continue
 		}
-		idx.tainted.add(i)
-		// Equal as Go values, TimeAdded's pointer included, so that a
-		// shared decision is the one each class would get on its own.
-		l := slices.IndexFunc(idx.taintLists, func(ts []corev1.Taint) bool { return slices.Equal(ts, taints) })
-		if l < 0 {
+		key := taintListKey(taints)
+		l, ok := lists[key]
+		if !ok {
 			l = len(idx.taintLists)
+			lists[key] = l
 			idx.taintLists = append(idx.taintLists, taints)
 		}
 		idx.taintList[i] = l
@@ -71,29 +64,53 @@ func buildLabelIndex(classes []*nodeClass) *labelIndex {
 	return idx
 }
 
-// selecting returns the classes whose labels hold every pair of selector,
-// as a nodeSelector selects (a key present with the same value); without
-// the OS and architecture pairs when relaxed. The result may be shared with
-// the index: callers only read it.
-func (idx *labelIndex) selecting(selector map[string]string, relaxed bool) classSet {
-	out, first, owned := idx.all, true, false
+// taintListKey is equal for two taint lists exactly when they are equal as
+// Go values, TimeAdded's pointer included, so that a decision shared by
+// the classes of one list is the one each would get on its own.
+func taintListKey(taints []corev1.Taint) string {
+	var b strings.Builder
+	for _, t := range taints {
+		fmt.Fprintf(&b, "%q %q %q %p;", t.Key, t.Value, t.Effect, t.TimeAdded)
+	}
+	return b.String()
+}
+
+// selecting returns, in increasing order, the classes whose labels hold
+// every pair of selector, as a nodeSelector selects (a key present with the
+// same value); without the OS and architecture pairs when relaxed. The
+// result may be shared with the index: callers only read it.
+func (idx *labelIndex) selecting(selector map[string]string, relaxed bool) []int32 {
+	var lists [][]int32
 	for k, v := range selector {
 		if relaxed && IsOSArchLabel(k) {
 			continue
 		}
-		set, ok := idx.withLabel[labelPair{k, v}]
-		switch {
-		case !ok:
+		list, ok := idx.withLabel[labelPair{k, v}]
+		if !ok {
 			return nil
-		case first:
-			out, first = set, false
-			continue
-		case !owned:
-			out, owned = slices.Clone(out), true
 		}
-		for w := range out {
-			out[w] &= set[w]
+		lists = append(lists, list)
+	}
+	switch len(lists) {
+	case 0:
+		return idx.all
+	case 1:
+		return lists[0]
+	}
+	// Intersect, starting from the shortest list.
+	slices.SortFunc(lists, func(a, b []int32) int { return len(a) - len(b) })
+	out := slices.Clone(lists[0])
+	for _, list := range lists[1:] {
+		kept, j := out[:0], 0
+		for _, c := range out {
+			for j < len(list) && list[j] < c {
+				j++
+			}
+			if j < len(list) && list[j] == c {
+				kept = append(kept, c)
+			}
 		}
+		out = kept
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,6 +26,8 @@ var (
 	}
 	indexTaints = []corev1.Taint{
 		testobj.NoSchedule("dedicated"),
+		testobj.TaintOf("dedicated", "gpu", corev1.TaintEffectNoSchedule),
+		testobj.TaintOf("dedicated", "infra", corev1.TaintEffectNoSchedule),
 		testobj.TaintOf("nvidia.com/gpu", "present", corev1.TaintEffectNoSchedule),
 		testobj.NoExecute("evict"),
 		testobj.TaintOf("soft", "", corev1.TaintEffectPreferNoSchedule),
@@ -32,6 +35,7 @@ var (
 		testobj.NoSchedule(corev1.TaintNodeUnschedulable),
 	}
 	indexTolerations = []corev1.Toleration{
+		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists},
 		{Key: "dedicated", Operator: corev1.TolerationOpExists},
 		{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpEqual, Value: "present", Effect: corev1.TaintEffectNoSchedule},
@@ -54,9 +58,10 @@ func randomIndexNode(r *rand.Rand, name string) *corev1.Node {
 		}
 	}
 	if r.IntN(8) == 0 {
-		// As the node lifecycle controller sets it: a time of its own.
+		// As a NoExecute taint carries it: a time of its own, which two
+		// nodes of one class may not share.
 		added := metav1.NewTime(time.Unix(int64(r.IntN(3)), 0))
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable,
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance",
 			Effect: corev1.TaintEffectNoExecute, TimeAdded: &added})
 	}
 	n.Spec.Unschedulable = r.IntN(10) == 0
@@ -148,4 +153,40 @@ func TestPredictBySelector_MatchesByClass(t *testing.T) {
 			compared, selectedSome, skippedSome, taintSkips)
 	}
 	t.Logf("%d comparisons, %d selecting some node, %d skipping some, %d for a taint", compared, selectedSome, skippedSome, taintSkips)
+}
+
+// TestPredict_ManyTaintGroups checks the index of skip groups that a
+// prediction keeps past groupIndexFrom against the linear search it
+// replaces: a fleet whose classes carry taints of their own by the hundred.
+func TestPredict_ManyTaintGroups(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 400 {
+		// An owner's nodes fall into several pools: one taint, several
+		// classes, so a group is looked up again past the index's start.
+		n := testobj.Node(fmt.Sprintf("n-%03d", i), testobj.NodeLabels("pool", fmt.Sprint(i%7)))
+		n.Spec.Taints = []corev1.Taint{testobj.TaintOf("owner", fmt.Sprint(i%150), corev1.TaintEffectNoSchedule)}
+		if i%11 == 0 {
+			n.Spec.Taints = nil
+		}
+		nodes = append(nodes, n)
+	}
+	snap := NewNodeSnapshot(nodes)
+	for _, ds := range []*appsv1.DaemonSet{
+		testobj.DS(testobj.WithTolerations()),
+		testobj.DS(testobj.WithTolerations(), testobj.WithNodeSelector(map[string]string{"pool": "1"})),
+		testobj.DS(testobj.WithTolerations(), testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq("pool", corev1.NodeSelectorOpNotIn, "2")))),
+		testobj.DS(testobj.WithTolerations(), testobj.WithRequiredNodeAffinity(testobj.NodeTerm(testobj.NodeReq(corev1.LabelHostname, corev1.NodeSelectorOpNotIn, "n-001", "n-002")))),
+	} {
+		indexed := Predict(ds, snap)
+		saved := groupIndexFrom
+		groupIndexFrom = 1 << 30
+		linear := Predict(ds, snap)
+		groupIndexFrom = saved
+		if len(indexed.Skips) <= groupIndexFrom {
+			t.Fatalf("%d skip groups: the index was not used", len(indexed.Skips))
+		}
+		if !sameCoverage(indexed, linear) {
+			t.Errorf("indexed: %s\nlinear: %s", describeCoverage(indexed), describeCoverage(linear))
+		}
+	}
 }
