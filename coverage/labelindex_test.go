@@ -2,7 +2,9 @@ package coverage
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,7 +49,9 @@ var (
 func randomIndexNode(r *rand.Rand, name string) *corev1.Node {
 	n := testobj.Node(name)
 	n.Labels = map[string]string{corev1.LabelHostname: name}
-	for k, vs := range indexLabels {
+	// In a fixed order, so that the seed alone decides the fleet.
+	for _, k := range slices.Sorted(maps.Keys(indexLabels)) {
+		vs := indexLabels[k]
 		if r.IntN(5) > 0 {
 			n.Labels[k] = vs[r.IntN(len(vs))]
 		}
@@ -73,7 +77,8 @@ func randomSelector(r *rand.Rand) map[string]string {
 		return nil
 	}
 	sel := map[string]string{}
-	for k, vs := range indexLabels {
+	for _, k := range slices.Sorted(maps.Keys(indexLabels)) {
+		vs := indexLabels[k]
 		switch r.IntN(4) {
 		case 0:
 			sel[k] = vs[r.IntN(len(vs))]
