@@ -456,18 +456,31 @@ func TestServer_ConcurrentReviewsKeepTheirOwnBodies(t *testing.T) {
 		TLSClientConfig: &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()
 	const workers, each = 8, 40
+	// The bodies are made here: the helpers may stop the test, which only
+	// the test's own goroutine may do.
+	type review struct {
+		uid     types.UID
+		body    []byte
+		allowed bool
+	}
+	reviews := make([][]review, workers)
+	for w := range workers {
+		for i := range each {
+			req := request(t, admissionv1.Create, allowed, nil)
+			want := true
+			if (w+i)%2 == 1 {
+				req, want = request(t, admissionv1.Create, denied, nil), false
+			}
+			req.UID = types.UID(fmt.Sprintf("uid-%d-%d", w, i))
+			reviews[w] = append(reviews[w], review{uid: req.UID, body: reviewBody(t, req), allowed: want})
+		}
+	}
 	errs := make(chan error, workers*each)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for i := range each {
-				req := request(t, admissionv1.Create, allowed, nil)
-				want := true
-				if (w+i)%2 == 1 {
-					req, want = request(t, admissionv1.Create, denied, nil), false
-				}
-				req.UID = types.UID(fmt.Sprintf("uid-%d-%d", w, i))
-				resp, err := client.Post("https://"+addr+DaemonSetPath, "application/json", bytes.NewReader(reviewBody(t, req)))
+			for _, rv := range reviews[w] {
+				resp, err := client.Post("https://"+addr+DaemonSetPath, "application/json", bytes.NewReader(rv.body))
 				if err != nil {
 					errs <- err
 					continue
@@ -478,8 +491,8 @@ func TestServer_ConcurrentReviewsKeepTheirOwnBodies(t *testing.T) {
 				switch {
 				case err != nil:
 					errs <- err
-				case out.Response == nil || out.Response.UID != req.UID || out.Response.Allowed != want:
-					errs <- fmt.Errorf("review %s (allowed %v): answer %+v", req.UID, want, out.Response)
+				case out.Response == nil || out.Response.UID != rv.uid || out.Response.Allowed != rv.allowed:
+					errs <- fmt.Errorf("review %s (allowed %v): answer %+v", rv.uid, rv.allowed, out.Response)
 				}
 			}
 		})
