@@ -219,9 +219,10 @@ func (p *predictor) byClass(s *NodeSnapshot) int {
 func (p *predictor) bySelector(s *NodeSnapshot) int {
 	idx := s.labelIndex()
 	selected := idx.selecting(p.spec.NodeSelector, false)
+	// The classes an OS or architecture pair alone leaves out; none when
+	// the selector has no such pair (nothing to relax).
 	var relaxed []int32
-	osArch := selectsOSArch(p.spec)
-	if osArch {
+	if selectsOSArch(p.spec) {
 		relaxed = idx.selecting(p.spec.NodeSelector, true)
 	}
 	// untolerated[l] is the taint list l's decision, once decided[l]: the
@@ -254,10 +255,10 @@ func (p *predictor) bySelector(s *NodeSnapshot) int {
 			continue
 		}
 		kind := SkipSelector
-		for osArch && nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) < i {
+		for nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) < i {
 			nextRelaxed++
 		}
-		if osArch && nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) == i {
+		if nextRelaxed < len(relaxed) && int(relaxed[nextRelaxed]) == i {
 			kind = SkipOSArch
 		}
 		p.add(kind, nil, nameRun{members: s.classes[i].members})
