@@ -195,3 +195,18 @@ func TestPredict_ManyTaintGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestTaintString checks the one-allocation rendering of a taint against
+// the API's own (corev1.Taint.ToString), which warnings used to print.
+func TestTaintString(t *testing.T) {
+	for _, taint := range append([]corev1.Taint{
+		{Key: "k", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "example.com/k", Value: "v=1", Effect: corev1.TaintEffectNoExecute},
+		{Key: "k", Value: "v"},
+		{},
+	}, indexTaints...) {
+		if got, want := taintString(&taint), taint.ToString(); got != want {
+			t.Errorf("taintString(%+v) = %q, want %q", taint, got, want)
+		}
+	}
+}
