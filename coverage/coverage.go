@@ -86,11 +86,15 @@ func (s Skip) Reason() string {
 	}
 }
 
-// taintString is corev1.Taint's ToString (key=value:effect, or key:effect
-// without a value) in one allocation instead of fmt's three: every warning
+// taintString is corev1.Taint's ToString (key=value:effect, key:effect
+// without a value, key alone without either) in one allocation instead of
+// fmt's three: every warning
 // about a taint says it.
 func taintString(t *corev1.Taint) string {
-	if t.Value == "" {
+	switch {
+	case t.Value == "" && t.Effect == "":
+		return t.Key
+	case t.Value == "":
 		return t.Key + ":" + string(t.Effect)
 	}
 	return t.Key + "=" + t.Value + ":" + string(t.Effect)
