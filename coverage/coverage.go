@@ -88,8 +88,7 @@ func (s Skip) Reason() string {
 
 // taintString is corev1.Taint's ToString (key=value:effect, key:effect
 // without a value, key alone without either) in one allocation instead of
-// fmt's three: every warning
-// about a taint says it.
+// fmt's three: every warning about a taint says it.
 func taintString(t *corev1.Taint) string {
 	switch {
 	case t.Value == "" && t.Effect == "":
