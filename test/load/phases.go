@@ -370,11 +370,13 @@ const (
 
 // measureDirect sends AdmissionReviews straight to each webhook over TLS
 // (keep-alive connections, as the API server holds them), at 1, 16 and 64
-// requests in flight, alternating which webhook goes first. It sends two
-// bodies: the review the API server sent the no-op webhook for a real
-// create (managed fields, user info and options included), which is what a
-// webhook decodes in a cluster, and a minimal one (the DaemonSet alone),
-// which leaves the least work besides dsguard's own.
+// requests in flight. It sends two bodies: the review the API server sent
+// the no-op webhook for a real create (managed fields, user info and
+// options included), which is what a webhook decodes in a cluster, and a
+// minimal one (the DaemonSet alone), which leaves the least work besides
+// dsguard's own. The two webhooks take turns in slices of about a second
+// (see directPair), so that whatever else the machine does in a step falls
+// on both alike.
 func measureDirect(ctx context.Context, env *environment, r *report) error {
 	recorded, err := env.recordReview(ctx)
 	if err != nil {
@@ -384,36 +386,149 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	if err != nil {
 		return err
 	}
-	targets := []struct {
-		name, file, url, pprof string
-		proc                   *process
-	}{{"no-op webhook", "noop", env.noopURL, env.noopPprof, env.noop},
-		{"dsguard", "dsguard", env.dsguardURL, env.dsguardPprof, env.dsguard}}
 	for _, p := range []struct {
 		name, file string
 		body       []byte
 	}{{payloadAPIServer, "apiserver", recorded}, {payloadMinimal, "minimal", minimal}} {
-		for i, c := range []int{1, 16, 64} {
-			for j := range targets {
-				t := targets[(i+j)%len(targets)]
-				logf("direct TLS, %s review: %s at %d concurrent for %s", p.file, t.name, c, r.opts.direct)
-				var prof *profiler
+		for _, c := range []int{1, 16, 64} {
+			targets := []*directTarget{
+				{name: "no-op webhook", url: env.noopURL, proc: env.noop, client: env.httpClient(c)},
+				{name: "dsguard", url: env.dsguardURL, proc: env.dsguard, client: env.httpClient(c)},
+			}
+			if r.opts.profile != "" && env.noopPprof != "" && env.dsguardPprof != "" {
 				// Both webhooks are profiled or neither: profiling costs CPU.
-				if r.opts.profile != "" && t.pprof != "" {
-					prof = &profiler{url: t.pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", t.file, p.file, c))}
+				for i, file := range []string{"noop", "dsguard"} {
+					pprof := []string{env.noopPprof, env.dsguardPprof}[i]
+					targets[i].prof = &profiler{url: pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", file, p.file, c))}
 				}
-				step, err := directLoad(ctx, env.httpClient(c), t.url, p.body, c, r.opts.direct, prof, t.proc)
-				if err != nil {
-					return fmt.Errorf("%s: %w", t.name, err)
-				}
-				step.payload, step.target = p.name, t.name
+			}
+			logf("direct TLS, %s review: both webhooks at %d concurrent for %s each, in turns", p.file, c, r.opts.direct)
+			steps, err := directPair(ctx, targets, p.body, c, r.opts.direct)
+			if err != nil {
+				return err
+			}
+			for _, step := range steps {
+				step.payload = p.name
 				r.direct = append(r.direct, step)
-				logf("  %.0f requests/s, p50 %s p99 %s, %d failed, %s of CPU per request", step.throughput, ms(step.p50), ms(step.p99),
-					step.failed, us(step.cpuPerRequest))
+				logf("  %s: %.0f requests/s, p50 %s p99 %s, %d failed, %s of CPU per request", step.target, step.throughput,
+					ms(step.p50), ms(step.p99), step.failed, us(step.cpuPerRequest))
 			}
 		}
 	}
 	return nil
+}
+
+// directTarget is one webhook under the direct load, with what its slices
+// have measured so far.
+type directTarget struct {
+	name, url string
+	proc      *process
+	client    *http.Client
+	prof      *profiler
+
+	samples latencies
+	failed  int
+	elapsed time.Duration
+	cpu     time.Duration
+	cpuErr  error
+}
+
+// directSlices is how many slices each webhook gets in a step of d: an even
+// number (each webhook goes first as often as the other), of about a
+// second each.
+func directSlices(d time.Duration) int {
+	return 2 * max(1, int((d+time.Second)/(2*time.Second)))
+}
+
+// directPair runs the direct load against both targets for d each, in
+// directSlices(d) slices taken in turns, the first webhook of each pair of
+// slices alternating (ABBA...). A whole step after the other would leave the
+// comparison to whatever the API server, the garbage collectors or the
+// machine's other tenants did in each window; in turns both see the same
+// minutes. The connections stay open between slices.
+func directPair(ctx context.Context, targets []*directTarget, body []byte, concurrency int, d time.Duration) ([]directStep, error) {
+	// Warm up: open the connections and let both sides reach a steady state.
+	for _, t := range targets {
+		warm, cancel := context.WithTimeout(ctx, d/5)
+		hammer(warm, concurrency, t.post(body))
+		cancel()
+	}
+	n := directSlices(d)
+	slice := d / time.Duration(n)
+	for _, t := range targets {
+		if t.prof != nil {
+			t.prof.start(time.Duration(len(targets)) * d)
+		}
+	}
+	for i := range n {
+		for j := range targets {
+			t := targets[j]
+			if i%2 == 1 {
+				t = targets[len(targets)-1-j]
+			}
+			if err := t.slice(ctx, body, concurrency, slice); err != nil {
+				return nil, err
+			}
+		}
+	}
+	steps := make([]directStep, 0, len(targets))
+	for _, t := range targets {
+		if t.prof != nil {
+			if err := t.prof.wait(); err != nil {
+				return nil, err
+			}
+		}
+		if len(t.samples) == 0 {
+			return nil, fmt.Errorf("%s: no request succeeded (%d failed)", t.name, t.failed)
+		}
+		step := directStep{target: t.name, concurrency: concurrency, requests: len(t.samples), failed: t.failed,
+			throughput: float64(len(t.samples)) / t.elapsed.Seconds(), p50: t.samples.percentile(50), p99: t.samples.percentile(99)}
+		if t.cpuErr == nil {
+			step.cpuPerRequest = t.cpu / time.Duration(len(t.samples)+t.failed)
+		}
+		steps = append(steps, step)
+	}
+	return steps, nil
+}
+
+// slice loads the target for d and adds what it measured.
+func (t *directTarget) slice(ctx context.Context, body []byte, concurrency int, d time.Duration) error {
+	window, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	cpuBefore, cpuErr := t.proc.cpu()
+	start := time.Now()
+	samples, failed := hammer(window, concurrency, t.post(body))
+	elapsed := time.Since(start)
+	cpuAfter, err := t.proc.cpu()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	t.samples = append(t.samples, samples...)
+	t.failed += failed
+	t.elapsed += elapsed
+	t.cpu += cpuAfter - cpuBefore
+	t.cpuErr = errors.Join(t.cpuErr, cpuErr, err)
+	return nil
+}
+
+// post returns a function that sends body once and reports how long the
+// answer took, and whether it was an admission.
+func (t *directTarget) post(body []byte) func() (time.Duration, bool) {
+	return func() (time.Duration, bool) {
+		start := time.Now()
+		resp, err := t.client.Post(t.url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return 0, false
+		}
+		defer resp.Body.Close()
+		var out admissionv1.AdmissionReview
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil || out.Response == nil ||
+			!out.Response.Allowed {
+			return 0, false
+		}
+		return time.Since(start), true
+	}
 }
 
 // recordReview creates the DaemonSet named recordName where the no-op
@@ -490,57 +605,6 @@ func (p *profiler) wait() error {
 	}
 	logf("  CPU profile in %s", p.path)
 	return nil
-}
-
-func directLoad(ctx context.Context, client *http.Client, url string, body []byte, concurrency int, d time.Duration,
-	prof *profiler, proc *process) (directStep, error) {
-	post := func() (time.Duration, bool) {
-		start := time.Now()
-		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, false
-		}
-		defer resp.Body.Close()
-		var out admissionv1.AdmissionReview
-		data, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil || out.Response == nil ||
-			!out.Response.Allowed {
-			return 0, false
-		}
-		return time.Since(start), true
-	}
-	// Warm up: open the connections and let both sides reach a steady state.
-	warm, cancelWarm := context.WithTimeout(ctx, d/5)
-	hammer(warm, concurrency, post)
-	cancelWarm()
-	if ctx.Err() != nil {
-		return directStep{}, ctx.Err()
-	}
-	window, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	if prof != nil {
-		prof.start(d)
-	}
-	cpuBefore, cpuErr := proc.cpu()
-	start := time.Now()
-	samples, failed := hammer(window, concurrency, post)
-	elapsed := time.Since(start)
-	cpuAfter, err := proc.cpu()
-	cpuErr = errors.Join(cpuErr, err)
-	if prof != nil {
-		if err := prof.wait(); err != nil {
-			return directStep{}, err
-		}
-	}
-	if len(samples) == 0 {
-		return directStep{}, fmt.Errorf("no request succeeded (%d failed)", failed)
-	}
-	step := directStep{concurrency: concurrency, requests: len(samples), failed: failed,
-		throughput: float64(len(samples)) / elapsed.Seconds(), p50: samples.percentile(50), p99: samples.percentile(99)}
-	if cpuErr == nil {
-		step.cpuPerRequest = (cpuAfter - cpuBefore) / time.Duration(len(samples)+failed)
-	}
-	return step, nil
 }
 
 // hammer calls post on concurrency goroutines until ctx ends.

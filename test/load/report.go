@@ -192,7 +192,8 @@ func overheadInterval(base, noop, m latencies) string {
 }
 
 func (r *report) writeDirect(w io.Writer) {
-	fmt.Fprintf(w, "\n### Direct TLS load (AdmissionReview of a DaemonSet CREATE, keep-alive, %s per step)\n\n", r.opts.direct)
+	fmt.Fprintf(w, "\n### Direct TLS load (AdmissionReview of a DaemonSet CREATE, keep-alive, %s per webhook and step, in %d turns each)\n\n",
+		r.opts.direct, directSlices(r.opts.direct))
 	fmt.Fprintln(w, "| review | concurrent | no-op requests/s | dsguard requests/s | throughput ratio | no-op p50 | dsguard p50 | no-op p99 | dsguard p99 | "+
 		"no-op CPU per request | dsguard CPU per request | failed |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -219,6 +220,7 @@ func (r *report) writeDirect(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w, "\nTarget: dsguard's throughput ≥ 0.9× the no-op webhook's. Both run on the same machine as the API server and the load; the no-op from a copy of the harness's executable, so that it shares no code pages (nor the CPU caches that hold them) with the load generator, as no webhook shares them with the API server. "+
+		"The two webhooks take turns within each step, the first of each pair of turns alternating, so that what else the machine does falls on both alike. "+
 		"The first body is the review the API server sent for a create (managed fields, user info, options); the minimal one holds the DaemonSet alone. "+
 		"CPU per request is the webhook process's user and system time over the step (read from /proc, 10 ms ticks) divided by its requests: "+
 		"at 1 concurrent request each round trip waits for the one before, so a webhook's CPU per request is most of its latency, "+
