@@ -392,8 +392,8 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 	}{{payloadAPIServer, "apiserver", recorded}, {payloadMinimal, "minimal", minimal}} {
 		for _, c := range []int{1, 16, 64} {
 			targets := []*directTarget{
-				{name: "no-op webhook", url: env.noopURL, proc: env.noop, client: env.httpClient(c)},
-				{name: "dsguard", url: env.dsguardURL, proc: env.dsguard, client: env.httpClient(c)},
+				{name: "no-op webhook", url: env.noopURL, cpuTime: env.noop.cpu, client: env.httpClient(c)},
+				{name: "dsguard", url: env.dsguardURL, cpuTime: env.dsguard.cpu, client: env.httpClient(c)},
 			}
 			if r.opts.profile != "" && env.noopPprof != "" && env.dsguardPprof != "" {
 				// Both webhooks are profiled or neither: profiling costs CPU.
@@ -422,9 +422,10 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 // have measured so far.
 type directTarget struct {
 	name, url string
-	proc      *process
-	client    *http.Client
-	prof      *profiler
+	// cpuTime returns the CPU time the webhook's process has used so far.
+	cpuTime func() (time.Duration, error)
+	client  *http.Client
+	prof    *profiler
 
 	samples latencies
 	failed  int
@@ -495,11 +496,11 @@ func directPair(ctx context.Context, targets []*directTarget, body []byte, concu
 func (t *directTarget) slice(ctx context.Context, body []byte, concurrency int, d time.Duration) error {
 	window, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	cpuBefore, cpuErr := t.proc.cpu()
+	cpuBefore, cpuErr := t.cpuTime()
 	start := time.Now()
 	samples, failed := hammer(window, concurrency, t.post(body))
 	elapsed := time.Since(start)
-	cpuAfter, err := t.proc.cpu()
+	cpuAfter, err := t.cpuTime()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
