@@ -335,9 +335,15 @@ const auditLease = "dsguard-coverage"
 // addAuditor adds the auditor and its OpenReports writer, elected by a Lease
 // of its own (audit.Elected) unless --leader-elect=false.
 func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView) error {
+	// The auditor's Events go through a sink of their own, which keeps no
+	// copy of what it sent (see audit.EventSink).
+	events := audit.NewEventSink(mgr.GetClient(), mgr.GetScheme(), "dsguard", ctrl.Log.WithName("events"))
+	if err := mgr.Add(events); err != nil {
+		return err
+	}
 	var auditor manager.Runnable = &audit.Auditor{
 		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
-		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("audit"),
+		Recorder: events, Log: ctrl.Log.WithName("audit"),
 		Metrics: audit.NewMetrics(metrics.Registry), OwnNamespace: o.namespace,
 		Interval: o.auditInterval, Window: o.gapWindow,
 		Reports: &audit.ReportWriter{
