@@ -2,17 +2,21 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
@@ -21,25 +25,61 @@ import (
 
 // EventSink records the auditor's Events (events.k8s.io/v1) straight to
 // the API server, in order, from a bounded queue. It is an
-// events.EventRecorder without a series cache: client-go's broadcaster,
-// which controller-runtime's recorders use, keeps a copy of every Event it
-// sends for six to twelve minutes, so that a repeat within that time
-// becomes a series on the first Event. The auditor reports changes, so its
-// Events are not repeats (each names a DaemonSet at its resourceVersion),
-// and under DaemonSet churn those copies were the largest part of dsguard's
-// heap: about 13 MB after 3,000 DaemonSets were created, kept for minutes
-// and scanned by every garbage collection in the meantime.
+// events.EventRecorder that folds repeats into series as client-go's
+// broadcaster does (the same type, reason, action and regarding object
+// within six minutes: the second makes the first Event a series at once,
+// later ones are counted and sent at most once a minute), but remembers a
+// series by its key and its Event's name alone. client-go's broadcaster,
+// which controller-runtime's recorders use, keeps a whole copy of every
+// Event it sends for six to twelve minutes; under DaemonSet churn, where
+// each new resourceVersion makes a new key, those copies were the largest
+// part of dsguard's heap (about 13 MB after 3,000 DaemonSets were created),
+// scanned by every garbage collection in the meantime.
 type EventSink struct {
 	client     client.Client
 	scheme     *runtime.Scheme
 	controller string
 	instance   string
 	log        logr.Logger
-	queue      chan *eventsv1.Event
+	queue      chan eventOp
 	// retryEvery is the pause before an Event is sent again after an
 	// error that may pass (the API server out of reach, a timeout).
 	retryEvery time.Duration
+	// sweepEvery is how often series counts are sent and series that
+	// ended are forgotten.
+	sweepEvery time.Duration
+	now        func() time.Time
 	dropped    atomic.Int64
+
+	mu     sync.Mutex
+	series map[seriesKey]*series
+}
+
+// seriesKey is what makes two Events one series, as client-go decides it.
+type seriesKey struct {
+	eventType, action, reason string
+	regarding, related        corev1.ObjectReference
+}
+
+// series is an Event sent and how often it has happened since.
+type series struct {
+	name, namespace string
+	count, sent     int32
+	last            time.Time
+}
+
+// eventOp is one request to the API server: an Event to create, or a
+// series count to patch onto one.
+type eventOp struct {
+	create *eventsv1.Event
+	// patch names the Event whose series becomes count, last seen at last.
+	patch *seriesPatch
+}
+
+type seriesPatch struct {
+	name, namespace string
+	count           int32
+	last            time.Time
 }
 
 const (
@@ -49,6 +89,12 @@ const (
 	// eventTries is how often one Event is sent before it is given up, as
 	// client-go tries.
 	eventTries = 12
+	// seriesWindow is how long after its last occurrence an Event is still
+	// repeated into its series, as client-go's finishTime.
+	seriesWindow = 6 * time.Minute
+	// maxSeries bounds the series remembered (about 400 bytes each); past
+	// it a new Event is sent without one, so its repeats are Events too.
+	maxSeries = 20000
 )
 
 // NewEventSink returns a sink that records Events as controller: the
@@ -58,7 +104,8 @@ const (
 func NewEventSink(c client.Client, scheme *runtime.Scheme, controller string, log logr.Logger) *EventSink {
 	host, _ := os.Hostname()
 	return &EventSink{client: c, scheme: scheme, controller: controller, instance: controller + "-" + host, log: log,
-		queue: make(chan *eventsv1.Event, eventQueueSize), retryEvery: 10 * time.Second}
+		queue: make(chan eventOp, eventQueueSize), retryEvery: 10 * time.Second, sweepEvery: time.Minute, now: time.Now,
+		series: map[seriesKey]*series{}}
 }
 
 // Eventf queues an Event about regarding; it never blocks.
@@ -72,7 +119,30 @@ func (s *EventSink) Eventf(regarding, related runtime.Object, eventType, reason,
 		s.log.Error(nil, "unsupported Event type; the Event is not recorded", "type", eventType, "reason", reason)
 		return
 	}
-	now := time.Now()
+	now := s.now()
+	key := seriesKey{eventType: eventType, action: action, reason: reason, regarding: *ref}
+	var rel *corev1.ObjectReference
+	if related != nil {
+		if r, err := reference.GetReference(s.scheme, related); err == nil {
+			rel, key.related = r, *r
+		}
+	}
+	s.mu.Lock()
+	if sr, ok := s.series[key]; ok && now.Sub(sr.last) < seriesWindow {
+		sr.count++
+		sr.last = now
+		var op eventOp
+		if sr.count == 2 {
+			// As client-go: the first repeat makes the series at once.
+			sr.sent = 2
+			op.patch = &seriesPatch{name: sr.name, namespace: sr.namespace, count: 2, last: now}
+		}
+		s.mu.Unlock()
+		if op.patch != nil {
+			s.enqueue(op, reason, ref)
+		}
+		return
+	}
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: util.GenerateEventName(ref.Name, now.UnixNano()), Namespace: ref.Namespace},
 		EventTime:           metav1.NewMicroTime(now),
@@ -81,22 +151,27 @@ func (s *EventSink) Eventf(regarding, related runtime.Object, eventType, reason,
 		Action:              action,
 		Reason:              reason,
 		Regarding:           *ref,
+		Related:             rel,
 		Note:                fmt.Sprintf(note, args...),
 		Type:                eventType,
 	}
 	if ev.Namespace == "" {
 		ev.Namespace = metav1.NamespaceDefault
 	}
-	if related != nil {
-		if rel, err := reference.GetReference(s.scheme, related); err == nil {
-			ev.Related = rel
-		}
+	if _, ok := s.series[key]; ok || len(s.series) < maxSeries {
+		s.series[key] = &series{name: ev.Name, namespace: ev.Namespace, count: 1, sent: 1, last: now}
 	}
+	s.mu.Unlock()
+	s.enqueue(eventOp{create: ev}, reason, ref)
+}
+
+// enqueue queues op, or drops it when the queue is full: the API server
+// has not taken Events for a while, and the newest wait less to be useful
+// than those queued before them.
+func (s *EventSink) enqueue(op eventOp, reason string, ref *corev1.ObjectReference) {
 	select {
-	case s.queue <- ev:
+	case s.queue <- op:
 	default:
-		// The API server has not taken Events for a while: the newest
-		// wait less to be useful than those queued before them.
 		if n := s.dropped.Add(1); n == 1 || n%100 == 0 {
 			s.log.Error(nil, "Event queue full: dropping Events", "dropped", n, "reason", reason,
 				"regarding", ref.Namespace+"/"+ref.Name)
@@ -104,14 +179,39 @@ func (s *EventSink) Eventf(regarding, related runtime.Object, eventType, reason,
 	}
 }
 
-// Start sends the queued Events until ctx ends.
+// sweep queues the counts of series that grew since they were last sent,
+// and forgets the series that ended.
+func (s *EventSink) sweep() {
+	now := s.now()
+	var ops []eventOp
+	s.mu.Lock()
+	for key, sr := range s.series {
+		if sr.count > sr.sent {
+			ops = append(ops, eventOp{patch: &seriesPatch{name: sr.name, namespace: sr.namespace, count: sr.count, last: sr.last}})
+			sr.sent = sr.count
+		}
+		if now.Sub(sr.last) >= seriesWindow {
+			delete(s.series, key)
+		}
+	}
+	s.mu.Unlock()
+	for _, op := range ops {
+		s.enqueue(op, "series", &corev1.ObjectReference{Namespace: op.patch.namespace, Name: op.patch.name})
+	}
+}
+
+// Start sends the queued Events and series counts until ctx ends.
 func (s *EventSink) Start(ctx context.Context) error {
+	sweep := time.NewTicker(s.sweepEvery)
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev := <-s.queue:
-			s.send(ctx, ev)
+		case <-sweep.C:
+			s.sweep()
+		case op := <-s.queue:
+			s.send(ctx, op)
 		}
 	}
 }
@@ -120,20 +220,38 @@ func (s *EventSink) Start(ctx context.Context) error {
 // (only the elected auditor records them).
 func (s *EventSink) NeedLeaderElection() bool { return false }
 
-// send creates ev, again after errors that may pass, up to eventTries
-// times; an Event the API server refuses is given up at once, as client-go
-// gives it up.
-func (s *EventSink) send(ctx context.Context, ev *eventsv1.Event) {
+// send makes op's request, again after errors that may pass, up to
+// eventTries times; a request the API server refuses is given up at once,
+// as client-go gives it up, and so is a series whose Event is gone.
+func (s *EventSink) send(ctx context.Context, op eventOp) {
 	for try := 1; ; try++ {
-		err := s.client.Create(ctx, ev.DeepCopy())
-		if err == nil || apierrors.IsAlreadyExists(err) {
+		var err error
+		var what string
+		if op.create != nil {
+			what = op.create.Namespace + "/" + op.create.Name
+			err = s.client.Create(ctx, op.create.DeepCopy())
+			if apierrors.IsAlreadyExists(err) {
+				// An earlier try whose answer was lost.
+				err = nil
+			}
+		} else {
+			p := op.patch
+			what = p.namespace + "/" + p.name
+			body, _ := json.Marshal(map[string]eventsv1.EventSeries{"series": {Count: p.count, LastObservedTime: metav1.NewMicroTime(p.last)}})
+			err = s.client.Patch(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}},
+				client.RawPatch(types.MergePatchType, body))
+			if apierrors.IsNotFound(err) {
+				// Expired on the server: the next occurrence starts a new one.
+				err = nil
+			}
+		}
+		if err == nil {
 			return
 		}
 		var status apierrors.APIStatus
 		refused := errors.As(err, &status) && !retryableStatus(err)
 		if refused || try >= eventTries || ctx.Err() != nil {
-			s.log.Error(err, "Event not recorded", "tries", try, "reason", ev.Reason,
-				"regarding", ev.Regarding.Namespace+"/"+ev.Regarding.Name)
+			s.log.Error(err, "Event not recorded", "tries", try, "event", what)
 			return
 		}
 		select {

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -128,10 +129,103 @@ func TestEventSink_Retries(t *testing.T) {
 // queue's size new Events are dropped and counted.
 func TestEventSink_FullQueueDrops(t *testing.T) {
 	s := NewEventSink(fake.NewClientBuilder().Build(), clientgoscheme.Scheme, "dsguard", logr.Discard())
-	for range eventQueueSize + 3 {
-		s.Eventf(sinkDS(), nil, "Normal", "Audited", "Audit", "note")
+	for i := range eventQueueSize + 3 {
+		ds := sinkDS()
+		ds.Name = fmt.Sprintf("agent-%d", i)
+		s.Eventf(ds, nil, "Normal", "Audited", "Audit", "note")
 	}
 	if len(s.queue) != eventQueueSize || s.dropped.Load() != 3 {
 		t.Errorf("queued %d, dropped %d; want %d and 3", len(s.queue), s.dropped.Load(), eventQueueSize)
+	}
+}
+
+// TestEventSink_Series checks that repeats fold into a series as client-go's
+// broadcaster folds them: the first repeat at once, later ones with the next
+// sweep, a new Event once the series has ended, and other objects, reasons
+// or resourceVersions apart.
+func TestEventSink_Series(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	s := NewEventSink(c, clientgoscheme.Scheme, "dsguard", logr.Discard())
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	// drain sends what is queued and returns the Events stored.
+	drain := func() map[string]eventsv1.Event {
+		t.Helper()
+		for len(s.queue) > 0 {
+			s.send(t.Context(), <-s.queue)
+		}
+		var list eventsv1.EventList
+		if err := c.List(t.Context(), &list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]eventsv1.Event{}
+		for _, ev := range list.Items {
+			out[ev.Name] = ev
+		}
+		return out
+	}
+	count := func(ev eventsv1.Event) int32 {
+		if ev.Series == nil {
+			return 1
+		}
+		return ev.Series.Count
+	}
+	reduced := func() { s.Eventf(sinkDS(), nil, "Warning", "CoverageReduced", "Audit", "gap") }
+
+	reduced()
+	evs := drain()
+	if len(evs) != 1 {
+		t.Fatalf("%d Events after the first, want 1", len(evs))
+	}
+	var first string
+	for name := range evs {
+		first = name
+	}
+	now = now.Add(time.Second)
+	reduced()
+	if evs = drain(); len(evs) != 1 || count(evs[first]) != 2 || !evs[first].Series.LastObservedTime.Time.Equal(now) {
+		t.Fatalf("after a repeat: %+v, want the first Event with a series of 2 seen now", evs)
+	}
+	now = now.Add(time.Second)
+	reduced()
+	reduced()
+	if evs = drain(); count(evs[first]) != 2 {
+		t.Fatalf("later repeats sent before the sweep: count %d", count(evs[first]))
+	}
+	s.sweep()
+	if evs = drain(); len(evs) != 1 || count(evs[first]) != 4 {
+		t.Fatalf("after the sweep: %+v, want one Event with a series of 4", evs)
+	}
+	s.sweep()
+	if len(s.queue) != 0 {
+		t.Errorf("a sweep with no new repeats queued %d requests", len(s.queue))
+	}
+
+	// Apart: another reason, another resourceVersion of the object.
+	// (Events are named after their object and the time, as client-go
+	// names them: the clock moves between two.)
+	now = now.Add(time.Millisecond)
+	s.Eventf(sinkDS(), nil, "Normal", "CoverageRestored", "Audit", "back")
+	now = now.Add(time.Millisecond)
+	newer := sinkDS()
+	newer.ResourceVersion = "8"
+	s.Eventf(newer, nil, "Warning", "CoverageReduced", "Audit", "gap")
+	if evs = drain(); len(evs) != 3 {
+		t.Fatalf("%d Events, want 3: another reason and another resourceVersion are Events of their own", len(evs))
+	}
+
+	// The series ends seriesWindow after its last repeat; the next
+	// occurrence is a new Event.
+	now = now.Add(seriesWindow)
+	s.sweep()
+	s.mu.Lock()
+	remembered := len(s.series)
+	s.mu.Unlock()
+	if remembered != 0 {
+		t.Errorf("%d series remembered after they ended, want 0", remembered)
+	}
+	reduced()
+	if evs = drain(); len(evs) != 4 {
+		t.Fatalf("%d Events, want 4: a repeat after the series ended is a new Event", len(evs))
 	}
 }
