@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,39 +91,18 @@ type auditMemory struct {
 // Metrics are the per-DaemonSet gauges. Labels are bounded by the number
 // of DaemonSets (and fixed sets of reasons, counters and states), never by nodes.
 type Metrics struct {
-	Uncovered *prometheus.GaugeVec
-	Eligible  *prometheus.GaugeVec
-	Counters  *prometheus.GaugeVec
-	State     *prometheus.GaugeVec
+	// daemonSets exports dsguard_daemonset_uncovered_nodes{reason},
+	// dsguard_daemonset_predicted_nodes, dsguard_daemonset_status{counter}
+	// and dsguard_daemonset_state{state}.
+	daemonSets *daemonSetGauges
 	// Exemptions is dsguard_exemptions_active{rule,namespace}.
 	Exemptions *prometheus.GaugeVec
 }
 
-var auditStates = []StatusState{StateHealthy, StateRollingOut, StateAwaitingManualDelete,
-	StateCoverageGap, StatePersistentGap, StateMisscheduled, StateNotObserved}
-
 // NewMetrics creates and registers the gauges.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Uncovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dsguard_daemonset_uncovered_nodes",
-			Help: "Nodes a DaemonSet is predicted to skip, by reason (taint, intended-taint, transient-taint, selector, os-arch, nodeName).",
-		}, []string{"namespace", "daemonset", "reason"}),
-		Eligible: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dsguard_daemonset_predicted_nodes",
-			Help: "Nodes a DaemonSet is predicted to run on (what desiredNumberScheduled will be).",
-		}, []string{"namespace", "daemonset"}),
-		Counters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dsguard_daemonset_status",
-			Help: "A DaemonSet's status counters (desired, current, ready, updated, available, misscheduled).",
-		}, []string{"namespace", "daemonset", "counter"}),
-		State: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dsguard_daemonset_state",
-			Help: "1 for the DaemonSet's current audit state, 0 for the others.",
-		}, []string{"namespace", "daemonset", "state"}),
-	}
-	m.Exemptions = newExemptionsGauge()
-	reg.MustRegister(m.Uncovered, m.Eligible, m.Counters, m.State, m.Exemptions)
+	m := &Metrics{daemonSets: newDaemonSetGauges(), Exemptions: newExemptionsGauge()}
+	reg.MustRegister(m.daemonSets, m.Exemptions)
 	return m
 }
 
@@ -487,37 +467,29 @@ func (a *Auditor) record(e *Entry) {
 	if m == nil {
 		return
 	}
-	ns, name := e.DaemonSet.Namespace, e.DaemonSet.Name
-	counts := map[string]int{"taint": 0, "intended-taint": 0, "transient-taint": 0, "selector": 0, "os-arch": 0, "nodeName": 0}
+	var r gaugeRecord
 	for _, s := range e.Coverage.Skips {
-		reason := string(s.Kind)
+		reason := 0 // taint
 		switch {
 		case s.Kind == coverage.SkipTaint && s.Transient:
-			reason = "transient-taint"
+			reason = 2 // transient-taint
 		case s.Kind == coverage.SkipTaint && e.Intended != "":
 			// Declared with coverage.dsguard.io/intended: kept apart
 			// so that alerts on reason="taint" see only real gaps.
-			reason = "intended-taint"
+			reason = 1 // intended-taint
+		case s.Kind != coverage.SkipTaint:
+			reason = slices.Index(uncoveredReasons, string(s.Kind))
 		}
-		counts[reason] += s.Count
+		if reason >= 0 {
+			r.uncovered[reason] += int32(s.Count)
+		}
 	}
-	for reason, n := range counts {
-		m.Uncovered.WithLabelValues(ns, name, reason).Set(float64(n))
-	}
-	m.Eligible.WithLabelValues(ns, name).Set(float64(e.Coverage.Eligible))
+	r.eligible = int32(e.Coverage.Eligible)
 	st := &e.DaemonSet.Status
-	for counter, v := range map[string]int32{"desired": st.DesiredNumberScheduled, "current": st.CurrentNumberScheduled,
-		"ready": st.NumberReady, "updated": st.UpdatedNumberScheduled, "available": st.NumberAvailable,
-		"misscheduled": st.NumberMisscheduled} {
-		m.Counters.WithLabelValues(ns, name, counter).Set(float64(v))
-	}
-	for _, s := range auditStates {
-		v := 0.0
-		if s == e.Status.State {
-			v = 1
-		}
-		m.State.WithLabelValues(ns, name, string(s)).Set(v)
-	}
+	r.counters = [6]int32{st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
+		st.NumberAvailable, st.NumberMisscheduled}
+	r.state = slices.Index(auditStates, e.Status.State)
+	m.daemonSets.set(types.NamespacedName{Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name}, r)
 }
 
 // beginTerm starts a term as leader with nothing remembered: Start runs
@@ -540,10 +512,7 @@ func (a *Auditor) endTerm() {
 	if a.Metrics == nil {
 		return
 	}
-	a.Metrics.Uncovered.Reset()
-	a.Metrics.Eligible.Reset()
-	a.Metrics.Counters.Reset()
-	a.Metrics.State.Reset()
+	a.Metrics.daemonSets.reset()
 	a.Metrics.Exemptions.Reset()
 }
 
@@ -552,11 +521,7 @@ func (a *Auditor) forget(key types.NamespacedName) {
 		return
 	}
 	a.exemptions.forget(key)
-	labels := prometheus.Labels{"namespace": key.Namespace, "daemonset": key.Name}
-	a.Metrics.Uncovered.DeletePartialMatch(labels)
-	a.Metrics.Eligible.DeletePartialMatch(labels)
-	a.Metrics.Counters.DeletePartialMatch(labels)
-	a.Metrics.State.DeletePartialMatch(labels)
+	a.Metrics.daemonSets.forget(key)
 }
 
 // notify sends without blocking; one pending notification is enough.

@@ -42,7 +42,7 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 
 	files := append(productFiles(t, root), filepath.Join(crDir, "pkg", "webhook", "internal", "metrics", "metrics.go"))
 	defs := map[string]metricDef{}
-	constructor := regexp.MustCompile(`^New(Counter|Gauge|Histogram|Summary)(Vec|Func)?$`)
+	constructor := regexp.MustCompile(`^New((Counter|Gauge|Histogram|Summary)(Vec|Func)?|Desc)$`)
 	for _, file := range files {
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 		if err != nil {
@@ -61,6 +61,12 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 				return true
 			}
 			name := ""
+			// prometheus.NewDesc(name, help, labels, constLabels): the
+			// descriptions of metrics a collector makes when scraped.
+			if sel.Sel.Name == "NewDesc" && len(call.Args) == 4 {
+				name = stringLit(call.Args[0])
+				call = &ast.CallExpr{Fun: call.Fun, Args: []ast.Expr{call.Args[0], call.Args[2]}}
+			}
 			if opts, ok := call.Args[0].(*ast.CompositeLit); ok {
 				for _, el := range opts.Elts {
 					if kv, ok := el.(*ast.KeyValueExpr); ok {
