@@ -16,6 +16,7 @@ import (
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
 	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkAudit measures one audit pass of `dsguard audit -A` after the API
@@ -127,4 +128,39 @@ func BenchmarkAuditorMemory(b *testing.B) {
 			runtime.KeepAlive(a)
 		})
 	}
+}
+
+// BenchmarkDaemonSetGauges is the heap the per-DaemonSet gauges keep for
+// 1,000 audited DaemonSets, each skipping nodes for a taint, per DaemonSet
+// after a garbage collection, and the time of one scrape of them.
+func BenchmarkDaemonSetGauges(b *testing.B) {
+	nodes := coverage.NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+	})
+	const daemonSets = 1000
+	var dss []*appsv1.DaemonSet
+	for i := range daemonSets {
+		ds := auditDS(fmt.Sprintf("agent-%04d", i), 1, 1)
+		ds.Namespace = fmt.Sprintf("team-%02d", i%40)
+		dss = append(dss, ds)
+	}
+	entries := Run(Input{DaemonSets: dss, Nodes: nodes, Policy: rules.Builtin().Default(), Now: time.Now()})
+	reg := prometheus.NewRegistry()
+	a := &Auditor{Metrics: NewMetrics(reg)}
+	before := testobj.LiveHeap()
+	for i := range entries {
+		a.record(&entries[i])
+	}
+	retained := float64(testobj.LiveHeap()-before) / daemonSets
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(retained, "retained-B/daemonset")
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(entries)
 }
