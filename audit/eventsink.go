@@ -77,6 +77,7 @@ type eventOp struct {
 }
 
 type seriesPatch struct {
+	key             seriesKey
 	name, namespace string
 	count           int32
 	last            time.Time
@@ -92,8 +93,9 @@ const (
 	// seriesWindow is how long after its last occurrence an Event is still
 	// repeated into its series, as client-go's finishTime.
 	seriesWindow = 6 * time.Minute
-	// maxSeries bounds the series remembered (about 400 bytes each); past
-	// it a new Event is sent without one, so its repeats are Events too.
+	// maxSeries bounds the series remembered (a few hundred bytes each);
+	// past it a new Event is sent without one, so its repeats are Events
+	// too.
 	maxSeries = 20000
 )
 
@@ -135,7 +137,7 @@ func (s *EventSink) Eventf(regarding, related runtime.Object, eventType, reason,
 		if sr.count == 2 {
 			// As client-go: the first repeat makes the series at once.
 			sr.sent = 2
-			op.patch = &seriesPatch{name: sr.name, namespace: sr.namespace, count: 2, last: now}
+			op.patch = &seriesPatch{key: key, name: sr.name, namespace: sr.namespace, count: 2, last: now}
 		}
 		s.mu.Unlock()
 		if op.patch != nil {
@@ -187,7 +189,7 @@ func (s *EventSink) sweep() {
 	s.mu.Lock()
 	for key, sr := range s.series {
 		if sr.count > sr.sent {
-			ops = append(ops, eventOp{patch: &seriesPatch{name: sr.name, namespace: sr.namespace, count: sr.count, last: sr.last}})
+			ops = append(ops, eventOp{patch: &seriesPatch{key: key, name: sr.name, namespace: sr.namespace, count: sr.count, last: sr.last}})
 			sr.sent = sr.count
 		}
 		if now.Sub(sr.last) >= seriesWindow {
@@ -197,6 +199,15 @@ func (s *EventSink) sweep() {
 	s.mu.Unlock()
 	for _, op := range ops {
 		s.enqueue(op, "series", &corev1.ObjectReference{Namespace: op.patch.namespace, Name: op.patch.name})
+	}
+}
+
+// forgetSeries forgets the series of key if its Event is still name.
+func (s *EventSink) forgetSeries(key seriesKey, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sr, ok := s.series[key]; ok && sr.name == name {
+		delete(s.series, key)
 	}
 }
 
@@ -241,7 +252,10 @@ func (s *EventSink) send(ctx context.Context, op eventOp) {
 			err = s.client.Patch(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}},
 				client.RawPatch(types.MergePatchType, body))
 			if apierrors.IsNotFound(err) {
-				// Expired on the server: the next occurrence starts a new one.
+				// Gone from the server (Events expire after an hour): the
+				// series is forgotten, so that the next occurrence is an
+				// Event again.
+				s.forgetSeries(p.key, p.name)
 				err = nil
 			}
 		}

@@ -228,4 +228,24 @@ func TestEventSink_Series(t *testing.T) {
 	if evs = drain(); len(evs) != 4 {
 		t.Fatalf("%d Events, want 4: a repeat after the series ended is a new Event", len(evs))
 	}
+
+	// An Event gone from the server (expired) takes its series with it:
+	// the next repeat is an Event again.
+	for name, ev := range evs {
+		if ev.Reason == "CoverageReduced" && ev.Regarding.ResourceVersion == "7" && name != first {
+			if err := c.Delete(t.Context(), &ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now = now.Add(time.Second)
+	reduced() // the first repeat: its patch finds no Event
+	if evs = drain(); len(evs) != 3 {
+		t.Fatalf("%d Events, want 3 after one was deleted", len(evs))
+	}
+	now = now.Add(time.Second)
+	reduced()
+	if evs = drain(); len(evs) != 4 {
+		t.Fatalf("%d Events, want 4: a repeat after its Event was gone is a new Event", len(evs))
+	}
 }
