@@ -11,11 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/internal/testobj"
 	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -163,4 +165,35 @@ func BenchmarkDaemonSetGauges(b *testing.B) {
 	b.ReportMetric(retained, "retained-B/daemonset")
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(entries)
+}
+
+// BenchmarkEventSinkSeries is the heap an Event sink keeps per series
+// remembered, for 5,000 DaemonSets with one Event each (a burst of creates),
+// after the Events were sent, and the time of one Event recorded.
+func BenchmarkEventSinkSeries(b *testing.B) {
+	const daemonSets = 5000
+	dss := make([]*appsv1.DaemonSet, daemonSets)
+	for i := range dss {
+		dss[i] = auditDS(fmt.Sprintf("agent-%04d", i), 1, 1)
+		dss[i].Namespace = fmt.Sprintf("team-%02d", i%40)
+		dss[i].UID = types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i))
+		dss[i].ResourceVersion = fmt.Sprint(1000 + i)
+	}
+	s := NewEventSink(nil, clientgoscheme.Scheme, "dsguard", logr.Discard())
+	before := testobj.LiveHeap()
+	for _, ds := range dss {
+		s.Eventf(ds, nil, "Warning", "CoverageReduced", "Audit", "%s", "1 node newly skipped")
+		<-s.queue // as if sent
+	}
+	retained := float64(testobj.LiveHeap()-before) / daemonSets
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		s.Eventf(dss[i%daemonSets], nil, "Warning", "CoverageReduced", "Audit", "%s", "1 node newly skipped")
+		select {
+		case <-s.queue:
+		default:
+		}
+	}
+	b.ReportMetric(retained, "retained-B/series")
+	runtime.KeepAlive(s)
 }
