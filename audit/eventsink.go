@@ -30,7 +30,7 @@ import (
 // broadcaster does (the same type, reason, action and regarding object
 // within six minutes: the second makes the first Event a series at once,
 // later ones are counted and sent at most once a minute), but remembers a
-// series by its key and its Event's name alone. client-go's broadcaster,
+// series by a hash of its key and its Event's name. client-go's broadcaster,
 // which controller-runtime's recorders use, keeps a whole copy of every
 // Event it sends for six to twelve minutes; under DaemonSet churn, where
 // each new resourceVersion makes a new key, those copies were the largest
