@@ -469,24 +469,22 @@ func (a *Auditor) record(e *Entry) {
 	}
 	var r gaugeRecord
 	for _, s := range e.Coverage.Skips {
-		reason := 0 // taint
+		reason := string(s.Kind)
 		switch {
 		case s.Kind == coverage.SkipTaint && s.Transient:
-			reason = 2 // transient-taint
+			reason = "transient-taint"
 		case s.Kind == coverage.SkipTaint && e.Intended != "":
 			// Declared with coverage.dsguard.io/intended: kept apart
 			// so that alerts on reason="taint" see only real gaps.
-			reason = 1 // intended-taint
-		case s.Kind != coverage.SkipTaint:
-			reason = slices.Index(uncoveredReasons, string(s.Kind))
+			reason = "intended-taint"
 		}
-		if reason >= 0 {
-			r.uncovered[reason] += int32(s.Count)
+		if i := slices.Index(uncoveredReasons[:], reason); i >= 0 {
+			r.uncovered[i] += int32(s.Count)
 		}
 	}
 	r.eligible = int32(e.Coverage.Eligible)
 	st := &e.DaemonSet.Status
-	r.counters = [6]int32{st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
+	r.counters = [len(statusCounters)]int32{st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
 		st.NumberAvailable, st.NumberMisscheduled}
 	r.state = slices.Index(auditStates, e.Status.State)
 	m.daemonSets.set(types.NamespacedName{Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name}, r)

@@ -102,6 +102,14 @@ type eventOp struct {
 	patch *seriesPatch
 }
 
+// String names the Event op is about, namespace/name.
+func (op eventOp) String() string {
+	if op.create != nil {
+		return op.create.Namespace + "/" + op.create.Name
+	}
+	return op.patch.namespace + "/" + op.patch.name
+}
+
 type seriesPatch struct {
 	key             seriesKey
 	name, namespace string
@@ -143,7 +151,7 @@ func (s *EventSink) Eventf(regarding, related runtime.Object, eventType, reason,
 		s.log.Error(err, "no reference to the object; its Event is not recorded", "reason", reason)
 		return
 	}
-	if eventType != "Normal" && eventType != "Warning" {
+	if !util.ValidateEventType(eventType) {
 		s.log.Error(nil, "unsupported Event type; the Event is not recorded", "type", eventType, "reason", reason)
 		return
 	}
@@ -259,47 +267,51 @@ func (s *EventSink) NeedLeaderElection() bool { return false }
 
 // send makes op's request, again after errors that may pass, up to
 // eventTries times; a request the API server refuses is given up at once,
-// as client-go gives it up, and so is a series whose Event is gone.
+// as client-go gives it up.
 func (s *EventSink) send(ctx context.Context, op eventOp) {
-	for try := 1; ; try++ {
-		var err error
-		var what string
-		if op.create != nil {
-			what = op.create.Namespace + "/" + op.create.Name
-			err = s.client.Create(ctx, op.create.DeepCopy())
-			if apierrors.IsAlreadyExists(err) {
-				// An earlier try whose answer was lost.
-				err = nil
-			}
-		} else {
-			p := op.patch
-			what = p.namespace + "/" + p.name
-			body, _ := json.Marshal(map[string]eventsv1.EventSeries{"series": {Count: p.count, LastObservedTime: metav1.NewMicroTime(p.last)}})
-			err = s.client.Patch(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}},
-				client.RawPatch(types.MergePatchType, body))
-			if apierrors.IsNotFound(err) {
-				// Gone from the server (Events expire after an hour): the
-				// series is forgotten, so that the next occurrence is an
-				// Event again.
-				s.forgetSeries(p.key, p.name)
-				err = nil
-			}
-		}
-		if err == nil {
-			return
+	tries := 0
+	var last error
+	backoff := wait.Backoff{Duration: s.retryEvery, Jitter: 0.25, Steps: eventTries}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		tries++
+		if last = s.request(ctx, op); last == nil {
+			return true, nil
 		}
 		var status apierrors.APIStatus
-		refused := errors.As(err, &status) && !retryableStatus(err)
-		if refused || try >= eventTries || ctx.Err() != nil {
-			s.log.Error(err, "Event not recorded", "tries", try, "event", what)
-			return
+		if errors.As(last, &status) && !retryableStatus(last) {
+			return false, last
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait.Jitter(s.retryEvery, 0.25)):
-		}
+		return false, nil
+	})
+	if err != nil {
+		s.log.Error(errors.Join(last, ctx.Err()), "Event not recorded", "tries", tries, "event", op.String())
 	}
+}
+
+// request makes op's request once: it creates the Event, or patches the
+// series count onto it. An Event that exists already was created by an
+// earlier try whose answer was lost; a series whose Event has gone from the
+// server (Events expire after an hour) is forgotten, so that the next
+// occurrence is an Event again.
+func (s *EventSink) request(ctx context.Context, op eventOp) error {
+	if op.create != nil {
+		if err := s.client.Create(ctx, op.create.DeepCopy()); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	}
+	p := op.patch
+	body, err := json.Marshal(map[string]eventsv1.EventSeries{"series": {Count: p.count, LastObservedTime: metav1.NewMicroTime(p.last)}})
+	if err != nil {
+		return err
+	}
+	err = s.client.Patch(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.namespace}},
+		client.RawPatch(types.MergePatchType, body))
+	if apierrors.IsNotFound(err) {
+		s.forgetSeries(p.key, p.name)
+		return nil
+	}
+	return err
 }
 
 // retryableStatus reports whether an answer of the API server says to try

@@ -11,18 +11,18 @@ import (
 // dsguard_daemonset_status, and the states of dsguard_daemonset_state, in
 // the order of a gaugeRecord's arrays.
 var (
-	uncoveredReasons = []string{"taint", "intended-taint", "transient-taint", "selector", "os-arch", "nodeName"}
-	statusCounters   = []string{"desired", "current", "ready", "updated", "available", "misscheduled"}
+	uncoveredReasons = [...]string{"taint", "intended-taint", "transient-taint", "selector", "os-arch", "nodeName"}
+	statusCounters   = [...]string{"desired", "current", "ready", "updated", "available", "misscheduled"}
 	auditStates      = []StatusState{StateHealthy, StateRollingOut, StateAwaitingManualDelete,
 		StateCoverageGap, StatePersistentGap, StateMisscheduled, StateNotObserved}
 )
 
 // gaugeRecord is what the per-DaemonSet gauges say about one DaemonSet.
 type gaugeRecord struct {
-	uncovered [6]int32 // by uncoveredReasons
+	uncovered [len(uncoveredReasons)]int32
 	eligible  int32
-	counters  [6]int32 // by statusCounters
-	state     int      // index into auditStates, -1 for none
+	counters  [len(statusCounters)]int32
+	state     int // index into auditStates, -1 for none
 }
 
 // daemonSetGauges exports the per-DaemonSet gauges from one small record

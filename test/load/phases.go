@@ -395,12 +395,12 @@ func measureDirect(ctx context.Context, env *environment, r *report) error {
 				{name: "no-op webhook", url: env.noopURL, cpuTime: env.noop.cpu, client: env.httpClient(c)},
 				{name: "dsguard", url: env.dsguardURL, cpuTime: env.dsguard.cpu, client: env.httpClient(c)},
 			}
+			// Both webhooks are profiled or neither: profiling costs CPU.
 			if r.opts.profile != "" && env.noopPprof != "" && env.dsguardPprof != "" {
-				// Both webhooks are profiled or neither: profiling costs CPU.
-				for i, file := range []string{"noop", "dsguard"} {
-					pprof := []string{env.noopPprof, env.dsguardPprof}[i]
-					targets[i].prof = &profiler{url: pprof, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", file, p.file, c))}
+				profile := func(url, file string) *profiler {
+					return &profiler{url: url, path: filepath.Join(r.opts.profile, fmt.Sprintf("%s-%s-%d.pprof", file, p.file, c))}
 				}
+				targets[0].prof, targets[1].prof = profile(env.noopPprof, "noop"), profile(env.dsguardPprof, "dsguard")
 			}
 			logf("direct TLS, %s review: both webhooks at %d concurrent for %s each, in turns", p.file, c, r.opts.direct)
 			steps, err := directPair(ctx, targets, p.body, c, r.opts.direct)
