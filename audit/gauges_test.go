@@ -39,8 +39,13 @@ func TestAuditor_DaemonSetGauges(t *testing.T) {
 	taintGap := auditDS("taint-gap", 2, 2) // skips cp-1 (taint) and joining-1 (transient taint)
 	intended := auditDS("intended", 2, 2)
 	intended.Annotations = map[string]string{policy.IntendedCoverageAnnotation: "not on the control plane"}
-	poolA := auditDS("pool-a", 2, 1, all) // selects worker-1 and joining-1
+	intended.Status.UpdatedNumberScheduled = 1 // rolling out
+	poolA := auditDS("pool-a", 2, 1, all)      // selects worker-1 and joining-1
 	poolA.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
+	// Counters that differ, here and in intended's rollout: one read from
+	// the wrong field shows.
+	poolA.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 6, CurrentNumberScheduled: 5, NumberReady: 4,
+		NumberAvailable: 3, UpdatedNumberScheduled: 6, ObservedGeneration: 1}
 	m := NewMetrics(prometheus.NewRegistry())
 	a := &Auditor{Metrics: m}
 	for _, e := range Run(Input{DaemonSets: []*appsv1.DaemonSet{taintGap, intended, poolA}, Nodes: nodes,
@@ -80,13 +85,13 @@ dsguard_daemonset_status{counter="current",daemonset="intended",namespace="monit
 dsguard_daemonset_status{counter="desired",daemonset="intended",namespace="monitoring"} 2
 dsguard_daemonset_status{counter="misscheduled",daemonset="intended",namespace="monitoring"} 0
 dsguard_daemonset_status{counter="ready",daemonset="intended",namespace="monitoring"} 2
-dsguard_daemonset_status{counter="updated",daemonset="intended",namespace="monitoring"} 2
-dsguard_daemonset_status{counter="available",daemonset="pool-a",namespace="monitoring"} 1
-dsguard_daemonset_status{counter="current",daemonset="pool-a",namespace="monitoring"} 2
-dsguard_daemonset_status{counter="desired",daemonset="pool-a",namespace="monitoring"} 2
+dsguard_daemonset_status{counter="updated",daemonset="intended",namespace="monitoring"} 1
+dsguard_daemonset_status{counter="available",daemonset="pool-a",namespace="monitoring"} 3
+dsguard_daemonset_status{counter="current",daemonset="pool-a",namespace="monitoring"} 5
+dsguard_daemonset_status{counter="desired",daemonset="pool-a",namespace="monitoring"} 6
 dsguard_daemonset_status{counter="misscheduled",daemonset="pool-a",namespace="monitoring"} 0
-dsguard_daemonset_status{counter="ready",daemonset="pool-a",namespace="monitoring"} 1
-dsguard_daemonset_status{counter="updated",daemonset="pool-a",namespace="monitoring"} 2
+dsguard_daemonset_status{counter="ready",daemonset="pool-a",namespace="monitoring"} 4
+dsguard_daemonset_status{counter="updated",daemonset="pool-a",namespace="monitoring"} 6
 dsguard_daemonset_status{counter="available",daemonset="taint-gap",namespace="monitoring"} 2
 dsguard_daemonset_status{counter="current",daemonset="taint-gap",namespace="monitoring"} 2
 dsguard_daemonset_status{counter="desired",daemonset="taint-gap",namespace="monitoring"} 2
@@ -113,7 +118,7 @@ dsguard_daemonset_status{counter="updated",daemonset="taint-gap",namespace="moni
 		}
 	}
 	wantOnes := []string{
-		`dsguard_daemonset_state{daemonset="intended",namespace="monitoring",state="Healthy"} 1`,
+		`dsguard_daemonset_state{daemonset="intended",namespace="monitoring",state="RollingOut"} 1`,
 		`dsguard_daemonset_state{daemonset="pool-a",namespace="monitoring",state="CoverageGap"} 1`,
 		`dsguard_daemonset_state{daemonset="taint-gap",namespace="monitoring",state="Healthy"} 1`,
 	}
