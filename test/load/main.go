@@ -33,6 +33,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -116,6 +119,9 @@ func main() {
 		os.Exit(2)
 	}
 
+	// The harness reports for itself; controller-runtime's envtest would
+	// otherwise print a stack trace because no logger was set.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
