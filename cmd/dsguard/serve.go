@@ -70,6 +70,7 @@ type serveOptions struct {
 	maxConnections  int
 	readTimeout     time.Duration
 	failOpen        []string
+	apiCompression  bool
 	modes           modeOptions
 	zap             zap.Options
 }
@@ -119,6 +120,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
+	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the API server for gzip-compressed responses (it then compresses every Node update on the node view's watch): off, as kube-controller-manager and kube-scheduler keep it on a cluster network; on for an API server behind a slow link")
 	o.modes.bindFlags(cmd)
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
@@ -146,6 +148,12 @@ func runServe(o *serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	// Go's HTTP transport asks for gzip unless told not to, and the API
+	// server compresses a streamed list (the node view's watch) when asked:
+	// every Node update, heartbeats included, is then compressed on one side
+	// and decompressed on the other. On a cluster network that costs CPU on
+	// both and saves nothing worth it.
+	restConfig.DisableCompression = !o.apiCompression
 	// TLS 1.2 at least, AEAD suites only, HTTP/2 off.
 	tlsOpts := []func(*tls.Config){dswebhook.HardenTLS}
 	selfManaged, webhookTLSOpts, err := o.certificates(restConfig, scheme, tlsOpts)
