@@ -2,17 +2,21 @@ package audit
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -83,5 +87,53 @@ func TestAuditor_QuietFirstPass(t *testing.T) {
 	}
 	if got := audit(auditDS("new", 2, 1, all), false); len(got) != 1 || !strings.Contains(got[0], "CoverageGap") {
 		t.Errorf("a DaemonSet first seen later with a gap: Events %q, want one CoverageGap", got)
+	}
+}
+
+// TestAuditor_LeavesTheDaemonSetAlone: the auditor reads each DaemonSet from
+// the informer cache without a deep copy, so nothing an audit does with it
+// (judging, the gap clock, Events, gauges, the investigation of a gap, the
+// Report) may change it: a change would be the cache's.
+func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	nodes := coverage.NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"pool": "a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"pool": "a"}}},
+	})
+	ds := auditDS("gappy", 3, 1) // skips cp-1, one Pod ready of three
+	ds.Annotations = map[string]string{
+		policy.ExemptionAnnotationPrefix + "readiness-probe": "later; expires=2026-12-31",
+		policy.IntendedCoverageAnnotation:                    "",
+	}
+	ds.Spec.Template.Spec.Containers[0].Image = "example/agent:latest"
+	ds.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpExists}}}}}}}
+	before := ds.DeepCopy()
+
+	recorder := events.NewFakeRecorder(100)
+	a := &Auditor{Recorder: recorder, Metrics: NewMetrics(prometheus.NewRegistry()), Reports: &ReportWriter{},
+		Pods: fake.NewClientBuilder().Build(), seen: map[types.NamespacedName]*auditMemory{}, gapClock: GapClock{}}
+	// A gap, and the same gap past the window.
+	for i := range 2 {
+		at := now.Add(time.Duration(i) * 10 * time.Minute)
+		a.gapClock.Track(ds, at)
+		e := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: at,
+			GapSince: a.gapClock, Window: 5 * time.Minute})[0]
+		a.observe(t.Context(), &e, nodes, false)
+		a.record(&e)
+		a.Reports.Set(&e)
+	}
+	var got []string
+	for len(recorder.Events) > 0 {
+		got = append(got, strings.Fields(<-recorder.Events)[1])
+	}
+	if want := []string{"Exempted", "CoverageGap", "PolicyViolation", "PersistentGap"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Events %q, want %q: the audit did not take the paths this test is for", got, want)
+	}
+	if !reflect.DeepEqual(ds, before) {
+		t.Errorf("the audit changed the DaemonSet:\nbefore %+v\nafter  %+v", before, ds)
 	}
 }
