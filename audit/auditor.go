@@ -308,7 +308,8 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 	// The cache's own object, shallow-copied, not a deep copy: nothing the
 	// audit does changes it (TestAuditor_LeavesTheDaemonSetAlone), and a
 	// relevant node change audits every DaemonSet it concerns, so deep
-	// copies were an eighth of the auditor's CPU with 3,000 DaemonSets.
+	// copies were about a tenth of dsguard's CPU under 5 relevant Node
+	// updates per second with 3,000 DaemonSets (CPU profile).
 	ds := &appsv1.DaemonSet{}
 	if err := a.Cache.Get(ctx, key, ds, client.UnsafeDisableDeepCopy); err != nil {
 		if !apierrors.IsNotFound(err) {
