@@ -61,6 +61,9 @@ type environment struct {
 	fleet   *fleet
 	dsguard *process
 	noop    *process
+	// nodeWatcher watches the Nodes and keeps nothing: the CPU phases'
+	// floor.
+	nodeWatcher *process
 	// vapWebhook is `dsguard serve --mode vap+webhook`, started for the
 	// create phase only (see startVAPWebhook).
 	vapWebhook *process
@@ -265,6 +268,10 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 		"--host", host, "--port", strconv.Itoa(noopPort), "--cert-dir", wio.LocalServingCertDir,
 		"--record", e.recordedReview}, noopArgs...)...)
 	if err != nil {
+		return nil, err
+	}
+	if e.nodeWatcher, err = startProcess(e.dir, nodeWatcherCommand, nil, noopBin, nodeWatcherCommand,
+		"--kubeconfig", kubeconfig); err != nil {
 		return nil, err
 	}
 	e.noopURL = "https://" + net.JoinHostPort(host, strconv.Itoa(noopPort)) + daemonSetURL
@@ -481,7 +488,7 @@ func (e *environment) startVAPWebhook(ctx context.Context) (stop func(context.Co
 
 func (e *environment) stop() error {
 	var errs []error
-	for _, p := range []*process{e.dsguard, e.noop, e.vapWebhook} {
+	for _, p := range []*process{e.dsguard, e.noop, e.nodeWatcher, e.vapWebhook} {
 		if p != nil {
 			if err := p.stop(); err != nil {
 				errs = append(errs, err)

@@ -73,14 +73,17 @@ const (
 var allPhases = []string{phaseCPU, phaseVerdict, phaseEvent, phaseCreates, phaseDirect}
 
 func main() {
-	// The no-op webhook runs as a child process of the harness itself, so
-	// that its CPU is apart from the load generator's.
-	if len(os.Args) > 1 && os.Args[1] == noopCommand {
-		if err := runNoop(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "no-op webhook:", err)
-			os.Exit(1)
+	// The no-op webhook and the node watcher run as child processes of the
+	// harness itself, so that their CPU is apart from the load generator's.
+	if len(os.Args) > 1 {
+		run := map[string]func([]string) error{noopCommand: runNoop, nodeWatcherCommand: runNodeWatcher}[os.Args[1]]
+		if run != nil {
+			if err := run(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
 	}
 	var o options
 	flag.IntVar(&o.nodes, "nodes", 5000, "Nodes to create (65000 for the large fleet)")

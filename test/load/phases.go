@@ -36,6 +36,8 @@ type cpuPhase struct {
 	rate   float64
 	load   paced
 	use    usage
+	// floor is the node watcher's use in the same window.
+	floor usage
 }
 
 func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report) error {
@@ -56,6 +58,10 @@ func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report
 		if err != nil {
 			return err
 		}
+		fs, err := env.nodeWatcher.sample()
+		if err != nil {
+			return err
+		}
 		var load paced
 		if p.job == nil {
 			err = sleep(ctx, r.opts.window)
@@ -64,19 +70,17 @@ func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report
 			err = ctx.Err()
 		}
 		use, uerr := s.done()
-		if err != nil {
+		floor, ferr := fs.done()
+		if err = errors.Join(err, uerr, ferr); err != nil {
 			return err
-		}
-		if uerr != nil {
-			return uerr
 		}
 		if load.failed > 0 {
 			logf("  %d of %d updates failed, first: %v", load.failed, load.done+load.failed, load.firstErr)
 		}
-		r.cpu = append(r.cpu, cpuPhase{name: p.name, target: p.target, rate: p.rate, load: load, use: use})
+		r.cpu = append(r.cpu, cpuPhase{name: p.name, target: p.target, rate: p.rate, load: load, use: use, floor: floor})
 		r.memory = append(r.memory, env.memoryNow("end of "+p.name, r.opts.profile))
-		logf("  dsguard %.1f %% of a core, RSS avg %s max %s; %.1f updates/s achieved",
-			use.cpu*100, mib(use.rssAvg), mib(use.rssMax), load.rate)
+		logf("  dsguard %.1f %% of a core (a bare Node watcher %.1f %%), RSS avg %s max %s; %.1f updates/s achieved",
+			use.cpu*100, floor.cpu*100, mib(use.rssAvg), mib(use.rssMax), load.rate)
 		if err := cleanup(ctx); err != nil {
 			return err
 		}
