@@ -150,7 +150,7 @@ func runServe(o *serveOptions) error {
 	}
 	// Go's HTTP transport asks for gzip unless told not to, and the API
 	// server compresses a streamed list (the node view's watch) when asked:
-	// every Node update, heartbeats included, is then compressed on one side
+	// every Node update, status reports included, is then compressed on one side
 	// and decompressed on the other. On a cluster network that costs CPU on
 	// both and saves nothing worth it.
 	restConfig.DisableCompression = !o.apiCompression

@@ -60,6 +60,7 @@ func measureCPUPhases(ctx context.Context, env *environment, f *fleet, r *report
 		}
 		fs, err := env.nodeWatcher.sample()
 		if err != nil {
+			_, _ = s.done()
 			return err
 		}
 		var load paced
