@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -61,6 +62,17 @@ type NodeChange struct {
 	// prediction reads (name, labels and taints; no status, annotations,
 	// UID or resourceVersion). They belong to the handler.
 	Old, New *corev1.Node
+}
+
+// NodeClientConfig is cfg as the node view's client uses it: Nodes in
+// protobuf, as Kubernetes' own controllers read them (a list of tens of
+// thousands costs less to decode than in JSON). Compression stays as cfg
+// has it (`dsguard serve` turns it off).
+func NodeClientConfig(cfg *rest.Config) *rest.Config {
+	c := rest.AddUserAgent(rest.CopyConfig(cfg), "dsguard-nodes")
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }
 
 // NodeListerWatcher lists and watches the cluster's Nodes with client

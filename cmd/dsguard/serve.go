@@ -313,12 +313,7 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, nodes *clusterv
 	}); err != nil {
 		return nil, err
 	}
-	// Nodes in protobuf, as Kubernetes' own controllers read them: a list
-	// of tens of thousands costs less to decode than in JSON.
-	nodeConfig := rest.AddUserAgent(rest.CopyConfig(mgr.GetConfig()), "dsguard-nodes")
-	nodeConfig.ContentType = runtime.ContentTypeProtobuf
-	nodeConfig.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	nodeClient, err := kubernetes.NewForConfig(nodeConfig)
+	nodeClient, err := kubernetes.NewForConfig(clusterview.NodeClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("node client: %w", err)
 	}

@@ -8,9 +8,7 @@ import (
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -39,11 +37,8 @@ func runNodeWatcher(args []string) error {
 		return err
 	}
 	// As `dsguard serve` configures its node client.
-	cfg = rest.AddUserAgent(cfg, nodeWatcherCommand)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	cfg.DisableCompression = true
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(clusterview.NodeClientConfig(cfg))
 	if err != nil {
 		return err
 	}
