@@ -70,9 +70,14 @@ chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden fi
 chart-docs: ## Regenerate the values table of charts/dsguard/README.md from values.yaml
 	$(GO) run ./hack/chart-readme -chart charts/dsguard
 
+# The demo needs only a control plane without controllers: it builds these
+# and nothing else (helm, cert-manager, the node's binaries are for the tests).
+DEMO_TOOLS := kube-apiserver,kubectl,etcd
+
 .PHONY: demo
-demo: tools ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
-	@hack/run-isolated.sh $(GO) run ./test/e2e/demo
+demo: ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
+	@hack/tools.sh --only $(DEMO_TOOLS)
+	@DSGUARD_TOOLS_ONLY=$(DEMO_TOOLS) hack/run-isolated.sh $(GO) run ./test/e2e/demo
 
 .PHONY: bench
 bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonSet)

@@ -14,9 +14,14 @@
 # "A real node" below): containerd, its runc shim and ctr, the CNI plugins, and
 # runc from Debian's package.
 #
-# Usage: hack/tools.sh [--print-dir] [--node]
+# Usage: hack/tools.sh [--print-dir] [--node] [--only NAME,...]
 #   --print-dir  print the directory holding the binaries (building first if needed)
 #   --node       also build the node's container runtime and network plugins
+#   --only       build (and require) only the named binaries, e.g.
+#                --only kube-apiserver,kubectl,etcd for `make demo`;
+#                DSGUARD_TOOLS_ONLY in the environment says the same, so that
+#                a program asking for the tools directory (the e2e framework)
+#                builds no more than its caller wanted
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
@@ -44,24 +49,63 @@ export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
+# in_dir DIR CMD...: runs CMD in DIR.
+in_dir() { (cd "$1" && shift && "$@"); }
+
+# with_progress KEY NAME CMD...: runs CMD, and while it runs says every 30 s
+# how long NAME has been building, against what the last build of KEY took on
+# this machine when there was one. Go prints nothing while it compiles, for
+# minutes, and a first run should not look hung.
+with_progress() {
+  local key="$1" name="$2" start=$SECONDS ticker rc=0 last="" took="$CACHE_ROOT/.took-$1"
+  shift 2
+  [[ -f "$took" ]] && last=" (its last build here took $(cat "$took")s)"
+  log "$name: building$last; cached afterwards"
+  (while sleep 30; do log "$name: still building, $((SECONDS - start))s so far$last"; done) &
+  ticker=$!
+  "$@" || rc=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  ((rc != 0)) || echo "$((SECONDS - start))" >"$took"
+  return $rc
+}
+
 print_dir=false
 node=false
-for arg in "$@"; do
-  case "$arg" in
+only="${DSGUARD_TOOLS_ONLY:-}"
+usage() { echo "usage: hack/tools.sh [--print-dir] [--node] [--only NAME,...]" >&2; exit 2; }
+while (($#)); do
+  case "$1" in
     --print-dir) print_dir=true ;;
     --node) node=true ;;
-    *) echo "usage: hack/tools.sh [--print-dir] [--node]" >&2; exit 2 ;;
+    --only) (($# > 1)) || usage; only="$2"; shift ;;
+    *) usage ;;
   esac
+  shift
 done
+
+# wanted NAME: whether this run builds and requires NAME.
+wanted() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
+if [[ -n "$only" ]]; then
+  known=" ${K8S_BINS[*]} etcd helm helm4 ${CERT_MANAGER_BINS[*]} "
+  IFS=, read -ra only_list <<<"$only"
+  for b in "${only_list[@]}"; do
+    [[ "$known" == *" $b "* ]] || { echo "hack/tools.sh: --only: unknown binary $b (known:$known)" >&2; exit 2; }
+  done
+  kept=()
+  for b in "${K8S_BINS[@]}"; do wanted "$b" && kept+=("$b"); done
+  K8S_BINS=("${kept[@]}")
+fi
 
 mkdir -p "$BIN_DIR"
 
 all_stamped() {
   local b
   for b in "${K8S_BINS[@]}" etcd helm helm4; do
+    wanted "$b" || continue
     [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
   done
   for b in "${CERT_MANAGER_BINS[@]}"; do
+    wanted "$b" || continue
     [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" && -x "$BIN_DIR/$b" ]] || return 1
   done
 }
@@ -109,8 +153,8 @@ build_containerd() {
   log "containerd ${CONTAINERD_VERSION}: resolving modules"
   (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}"))
   local ld="-s -w -X $mod/version.Version=${CONTAINERD_VERSION} -X $mod/version.Package=$mod -X $mod/version.Revision=module-proxy"
-  log "containerd ${CONTAINERD_VERSION}: building ${wanted[*]}"
-  (cd "$dir" && go build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" -ldflags "$ld" -o "$work/cbin/" "${pkgs[@]}")
+  with_progress containerd "containerd ${CONTAINERD_VERSION} (${wanted[*]})" \
+    in_dir "$dir" go build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" -ldflags "$ld" -o "$work/cbin/" "${pkgs[@]}"
   for b in "${wanted[@]}"; do
     mv -f "$work/cbin/$b" "$BIN_DIR/$b"
     echo "$CONTAINERD_VERSION" >"$BIN_DIR/.stamp-$b"
@@ -129,8 +173,8 @@ build_cni_plugins() {
   printf 'module dsguard.local/cni-tools\n\ngo 1.26\n' >"$dir/go.mod"
   log "CNI plugins ${CNI_PLUGINS_VERSION}: resolving modules"
   (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}"))
-  log "CNI plugins ${CNI_PLUGINS_VERSION}: building ${wanted[*]##*/}"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}" -o "$work/cnibin/" "${wanted[@]}")
+  with_progress cni "CNI plugins ${CNI_PLUGINS_VERSION} (${wanted[*]##*/})" \
+    in_dir "$dir" go build -trimpath -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}" -o "$work/cnibin/" "${wanted[@]}"
   for p in "${wanted[@]}"; do
     mv -f "$work/cnibin/${p##*/}" "$BIN_DIR/cni/${p##*/}"
     echo "$CNI_PLUGINS_VERSION" >"$BIN_DIR/cni/.stamp-${p##*/}"
@@ -211,8 +255,8 @@ build_kubernetes() {
     ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${maj} -X $p.gitMinor=${min}"
     ld+=" -X $p.gitTreeState=clean -X $p.buildDate=${date}"
   done
-  log "kubernetes ${K8S_VERSION}: building ${wanted[*]}"
-  (cd "$dir" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "-s -w $ld" -o "$work/kbin/" "${pkgs[@]}")
+  with_progress "kubernetes-${wanted[*]// /,}" "kubernetes ${K8S_VERSION} (${wanted[*]})" \
+    in_dir "$dir" go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "-s -w $ld" -o "$work/kbin/" "${pkgs[@]}"
   for b in "${wanted[@]}"; do
     mv -f "$work/kbin/$b" "$BIN_DIR/$b"
     touch "$BIN_DIR/.stamp-$b"
@@ -221,6 +265,7 @@ build_kubernetes() {
 }
 
 build_etcd() {
+  wanted etcd || return 0
   [[ -f "$BIN_DIR/.stamp-etcd" ]] && return 0
   local start=$SECONDS dir="$work/etcd" ver="$ETCD_VERSION"
   if [[ -z "$ver" ]]; then
@@ -231,13 +276,14 @@ build_etcd() {
   printf 'module dsguard.local/etcd-tools\n\ngo 1.26\n' >"$dir/go.mod"
   log "etcd ${ver}: resolving modules"
   (cd "$dir" && go get "go.etcd.io/etcd/server/v3@${ver}" >/dev/null)
-  log "etcd ${ver}: building"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3)
+  with_progress etcd "etcd ${ver}" \
+    in_dir "$dir" go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3
   echo "$ver" >"$BIN_DIR/.stamp-etcd"
   log "etcd ${ver}: built in $((SECONDS - start))s"
 }
 
 build_helm() {
+  wanted helm || return 0
   [[ -f "$BIN_DIR/.stamp-helm" ]] && return 0
   local start=$SECONDS dir="$work/helm" maj min
   maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
@@ -251,8 +297,8 @@ build_helm() {
   for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
     ld+=" -X $p.k8sVersionMajor=${maj} -X $p.k8sVersionMinor=${min}"
   done
-  log "helm ${HELM_VERSION}: building"
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm" helm.sh/helm/v3/cmd/helm)
+  with_progress helm "helm ${HELM_VERSION}" \
+    in_dir "$dir" go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm" helm.sh/helm/v3/cmd/helm
   touch "$BIN_DIR/.stamp-helm"
   log "helm ${HELM_VERSION}: built in $((SECONDS - start))s"
 }
@@ -261,6 +307,7 @@ build_helm() {
 # module it is built with (read from the binary's build info), so only its own
 # version needs stamping. Installed as helm4 beside helm v3.
 build_helm4() {
+  wanted helm4 || return 0
   [[ -f "$BIN_DIR/.stamp-helm4" ]] && return 0
   local start=$SECONDS dir="$work/helm4"
   mkdir -p "$dir"
@@ -269,8 +316,8 @@ build_helm4() {
   (cd "$dir" && go get "helm.sh/helm/v4/cmd/helm@${HELM4_VERSION}" >/dev/null 2>&1)
   local ld="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM4_VERSION}"
   ld+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
-  log "helm ${HELM4_VERSION}: building"
-  (cd "$dir" && go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm4" helm.sh/helm/v4/cmd/helm)
+  with_progress helm4 "helm ${HELM4_VERSION}" \
+    in_dir "$dir" go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm4" helm.sh/helm/v4/cmd/helm
   touch "$BIN_DIR/.stamp-helm4"
   log "helm ${HELM4_VERSION}: built in $((SECONDS - start))s"
 }
@@ -283,6 +330,7 @@ build_helm4() {
 build_cert_manager() {
   local b missing=false
   for b in "${CERT_MANAGER_BINS[@]}"; do
+    wanted "$b" || continue
     [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" ]] || missing=true
   done
   $missing || return 0
@@ -291,8 +339,8 @@ build_cert_manager() {
   log "cert-manager ${CERT_MANAGER_VERSION}: resolving modules"
   (cd "$dir" && go mod edit -require "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" && go mod tidy >/dev/null 2>&1 ||
     (cd "$dir" && go mod tidy))
-  log "cert-manager ${CERT_MANAGER_VERSION}: building controller and cainjector"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$work/cmbin/" ./controller ./cainjector)
+  with_progress cert-manager "cert-manager ${CERT_MANAGER_VERSION} (controller, cainjector)" \
+    in_dir "$dir" go build -trimpath -ldflags "-s -w" -o "$work/cmbin/" ./controller ./cainjector
   mv -f "$work/cmbin/controller" "$BIN_DIR/cert-manager-controller"
   mv -f "$work/cmbin/cainjector" "$BIN_DIR/cert-manager-cainjector"
   for b in "${CERT_MANAGER_BINS[@]}"; do echo "$CERT_MANAGER_STAMP" >"$BIN_DIR/.stamp-$b"; done

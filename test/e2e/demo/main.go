@@ -15,10 +15,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 func main() {
+	// envtest logs through controller-runtime's logger; unset, the first
+	// use prints a stack trace ("log.SetLogger(...) was never called") in
+	// the middle of the narration. Errors still reach the terminal; info
+	// lines (verbosity 0 and up) do not.
+	ctrllog.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) },
+		funcr.Options{Verbosity: -1}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx); err != nil {
