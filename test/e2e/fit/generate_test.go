@@ -184,11 +184,11 @@ func generate(r *rand.Rand, run string, i int) *scenario {
 		spec.InitContainers = []corev1.Container{{Name: "sidecar", Image: image, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: mib(mem * int64(r.IntN(30)) / 100)}}}}
 	}
-	if r.IntN(5) == 0 {
+	if r.IntN(2) == 0 {
 		term := corev1.PodAffinityTerm{TopologyKey: pick(r, corev1.LabelHostname, zoneLabel),
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick(r, "db", "web")}}}
-		switch r.IntN(3) {
-		case 0:
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick(r, "db", "web", "cache")}}}
+		switch r.IntN(4) {
+		case 0, 2:
 			term.Namespaces = []string{fillNamespace}
 		case 1:
 			term.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "fill"}}
