@@ -1,0 +1,109 @@
+package fit
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+)
+
+// The built-in PriorityClasses every cluster has.
+var builtinClasses = map[string]int32{
+	"system-node-critical":    2000001000,
+	"system-cluster-critical": 2000000000,
+}
+
+// Candidate is the Pod to place: a DaemonSet's Pod as the scheduler will
+// see it.
+type Candidate struct {
+	Namespace string
+	Labels    map[string]string
+	// NamespaceLabels are the labels of the Pod's namespace, which the
+	// namespace selectors of other Pods' terms match.
+	NamespaceLabels map[string]string
+	Priority        int32
+	// PreemptNever is preemptionPolicy Never: the Pod waits rather than
+	// evicting others.
+	PreemptNever bool
+	Requests     Resources
+	Ports        []HostPort
+	AntiAffinity []Term
+}
+
+// Priorities resolves a Pod's priority and preemption policy as the
+// Priority admission plugin does when the Pod is created.
+type Priorities struct {
+	classes map[string]schedulingv1.PriorityClass
+	def     *schedulingv1.PriorityClass
+}
+
+// NewPriorities indexes the cluster's PriorityClasses.
+func NewPriorities(classes []schedulingv1.PriorityClass) *Priorities {
+	p := &Priorities{classes: make(map[string]schedulingv1.PriorityClass, len(classes))}
+	for i := range classes {
+		c := classes[i]
+		p.classes[c.Name] = c
+		// With two global defaults (a race the API allows), admission takes
+		// the lower value.
+		if c.GlobalDefault && (p.def == nil || c.Value < p.def.Value) {
+			p.def = &c
+		}
+	}
+	return p
+}
+
+// Resolve returns the priority and whether preemption is Never for a Pod
+// spec: the named class (or a built-in one), else the global default class,
+// else 0. A preemptionPolicy set in the spec wins, as admission only fills
+// it in when empty. A name no class has is an error: admission refuses such
+// a Pod.
+func (p *Priorities) Resolve(spec *corev1.PodSpec) (int32, bool, error) {
+	var value int32
+	var policy *corev1.PreemptionPolicy
+	switch name := spec.PriorityClassName; {
+	case name != "":
+		if v, ok := builtinClasses[name]; ok {
+			value = v
+			break
+		}
+		c, ok := p.classes[name]
+		if !ok {
+			return 0, false, fmt.Errorf("no PriorityClass named %q: the API server refuses the DaemonSet's Pods", name)
+		}
+		value, policy = c.Value, c.PreemptionPolicy
+	case p.def != nil:
+		value, policy = p.def.Value, p.def.PreemptionPolicy
+	}
+	if spec.PreemptionPolicy != nil {
+		policy = spec.PreemptionPolicy
+	}
+	return value, policy != nil && *policy == corev1.PreemptNever, nil
+}
+
+// NewCandidate builds the Pod a DaemonSet's template becomes in namespace,
+// whose labels are nsLabels; namespaces holds the labels of every
+// namespace, for the namespace selectors of the template's anti-affinity
+// terms.
+func NewCandidate(namespace string, nsLabels map[string]string, tmpl *corev1.PodTemplateSpec,
+	prio *Priorities, namespaces map[string]map[string]string) (*Candidate, error) {
+	value, never, err := prio.Resolve(&tmpl.Spec)
+	if err != nil {
+		return nil, err
+	}
+	terms, err := NewTerms(namespace, RequiredAntiAffinity(&tmpl.Spec))
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Namespace = namespace
+	return &Candidate{
+		Namespace:       namespace,
+		Labels:          tmpl.Labels,
+		NamespaceLabels: nsLabels,
+		Priority:        value,
+		PreemptNever:    never,
+		Requests:        PodRequests(pod),
+		Ports:           hostPorts(&tmpl.Spec),
+		AntiAffinity:    resolveNamespaces(terms, namespaces),
+	}, nil
+}

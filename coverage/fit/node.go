@@ -1,0 +1,234 @@
+package fit
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
+)
+
+// DefaultBindAllHostIP is the host IP a port binds to when none is given:
+// it conflicts with the same port and protocol on every address.
+const DefaultBindAllHostIP = "0.0.0.0"
+
+// HostPort is one host port in use or wanted, normalised as the scheduler
+// keeps it: an empty host IP is 0.0.0.0, an empty protocol TCP.
+type HostPort struct {
+	HostIP   string
+	Protocol corev1.Protocol
+	Port     int32
+}
+
+func (p HostPort) String() string { return fmt.Sprintf("%s/%d on %s", p.Protocol, p.Port, p.HostIP) }
+
+// hostPorts returns the host ports a Pod holds, as the scheduler's
+// GetHostPorts: those of restartable init containers (sidecars, which run
+// for the Pod's life) and of the containers; plain init containers' ports
+// are not held.
+func hostPorts(spec *corev1.PodSpec) []HostPort {
+	var out []HostPort
+	add := func(ports []corev1.ContainerPort) {
+		for _, p := range ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			hp := HostPort{HostIP: p.HostIP, Protocol: p.Protocol, Port: p.HostPort}
+			if hp.HostIP == "" {
+				hp.HostIP = DefaultBindAllHostIP
+			}
+			if hp.Protocol == "" {
+				hp.Protocol = corev1.ProtocolTCP
+			}
+			out = append(out, hp)
+		}
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c.Ports)
+		}
+	}
+	for i := range spec.Containers {
+		add(spec.Containers[i].Ports)
+	}
+	return out
+}
+
+// conflicts reports whether want collides with a port in use: the same
+// protocol and port, and the same host IP or 0.0.0.0 on either side
+// (HostPortInfo.CheckConflict).
+func conflicts(want HostPort, used []HostPort) bool {
+	for _, u := range used {
+		if u.Port != want.Port || u.Protocol != want.Protocol {
+			continue
+		}
+		if want.HostIP == DefaultBindAllHostIP || u.HostIP == DefaultBindAllHostIP || u.HostIP == want.HostIP {
+			return true
+		}
+	}
+	return false
+}
+
+// Pod is what fit keeps of a Pod bound to a node: enough to count it, to
+// weigh it as a preemption victim and to match anti-affinity both ways.
+type Pod struct {
+	// Key is namespace/name, to name victims.
+	Key       string
+	Namespace string
+	Priority  int32
+	// StartTime is status.startTime in Unix nanoseconds, 0 when the Pod
+	// has not started: the scheduler then takes "now", so such a Pod
+	// counts as the youngest (least important among its priority).
+	StartTime int64
+	Requests  Resources
+	Ports     []HostPort
+	// Labels are the Pod's labels, for anti-affinity terms to match.
+	Labels map[string]string
+	// AntiAffinity are the Pod's required anti-affinity terms.
+	AntiAffinity []Term
+}
+
+// PodOf builds the record of a Pod.
+func PodOf(pod *corev1.Pod) (Pod, error) {
+	terms, err := NewTerms(pod.Namespace, RequiredAntiAffinity(&pod.Spec))
+	if err != nil {
+		return Pod{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	p := Pod{
+		Key:          pod.Namespace + "/" + pod.Name,
+		Namespace:    pod.Namespace,
+		Priority:     schedulingcorev1.PodPriority(pod),
+		Requests:     PodRequests(pod),
+		Ports:        hostPorts(&pod.Spec),
+		Labels:       pod.Labels,
+		AntiAffinity: terms,
+	}
+	if pod.Status.StartTime != nil {
+		p.StartTime = pod.Status.StartTime.UnixNano()
+	}
+	return p, nil
+}
+
+// moreImportant orders Pods as the scheduler's MoreImportantPod: higher
+// priority first, then the earlier start; Pods not started come last.
+func moreImportant(a, b *Pod) int {
+	if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+		return c
+	}
+	switch {
+	case a.StartTime == b.StartTime:
+		return cmp.Compare(a.Key, b.Key)
+	case a.StartTime == 0:
+		return 1
+	case b.StartTime == 0:
+		return -1
+	}
+	return cmp.Compare(a.StartTime, b.StartTime)
+}
+
+// Node is one node as the scheduler weighs it: what it offers and what the
+// Pods bound to it hold.
+type Node struct {
+	Name   string
+	Labels map[string]string
+	// Allocatable is status.allocatable; AllowedPods its pods entry.
+	Allocatable Resources
+	AllowedPods int64
+	// Pods are the non-terminal Pods bound to the node, most important
+	// first.
+	Pods []Pod
+	// Nominated are Pods not bound yet that the scheduler has nominated
+	// for this node (status.nominatedNodeName) after preempting for them:
+	// the scheduler counts those of at least the incoming Pod's priority
+	// as already there.
+	Nominated []Pod
+}
+
+// Band is the sum of the requests of the Pods of one priority on a node.
+type Band struct {
+	Priority int32
+	Pods     int
+	Requests Resources
+}
+
+// Bands returns the node's requests summed per priority, highest first.
+func (n *Node) Bands() []Band {
+	var out []Band
+	for i := range n.Pods {
+		p := &n.Pods[i]
+		if len(out) == 0 || out[len(out)-1].Priority != p.Priority {
+			out = append(out, Band{Priority: p.Priority})
+		}
+		b := &out[len(out)-1]
+		b.Pods++
+		b.Requests.Add(p.Requests)
+	}
+	return out
+}
+
+// Requested returns the sum of the requests of the Pods on the node.
+func (n *Node) Requested() Resources {
+	var r Resources
+	for i := range n.Pods {
+		r.Add(n.Pods[i].Requests)
+	}
+	return r
+}
+
+// NodeOf builds a Node with no Pods from a Node object.
+func NodeOf(node *corev1.Node) *Node {
+	alloc := node.Status.Allocatable
+	return &Node{
+		Name:        node.Name,
+		Labels:      node.Labels,
+		Allocatable: ResourcesOf(alloc),
+		AllowedPods: alloc.Pods().Value(),
+	}
+}
+
+// Aggregate builds the Nodes from Node and Pod objects as the scheduler's
+// cache sees them: Pods in phase Succeeded or Failed are left out (the
+// scheduler does not even watch them), Pods being deleted still count until
+// they are gone, Pods bound to a node not listed are dropped, and Pods not
+// bound but nominated for a node are kept as its nominated Pods.
+func Aggregate(nodes []corev1.Node, pods []corev1.Pod) (map[string]*Node, error) {
+	out := make(map[string]*Node, len(nodes))
+	for i := range nodes {
+		out[nodes[i].Name] = NodeOf(&nodes[i])
+	}
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		name, nominated := pod.Spec.NodeName, false
+		if name == "" {
+			name, nominated = pod.Status.NominatedNodeName, true
+		}
+		n := out[name]
+		if n == nil {
+			continue
+		}
+		p, err := PodOf(pod)
+		if err != nil {
+			return nil, err
+		}
+		if nominated {
+			n.Nominated = append(n.Nominated, p)
+		} else {
+			n.Pods = append(n.Pods, p)
+		}
+	}
+	for _, n := range out {
+		n.Sort()
+	}
+	return out, nil
+}
+
+// Sort puts the node's Pods in the order Predict expects, most important
+// first.
+func (n *Node) Sort() {
+	slices.SortFunc(n.Pods, func(a, b Pod) int { return moreImportant(&a, &b) })
+}

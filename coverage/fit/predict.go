@@ -1,0 +1,364 @@
+package fit
+
+import (
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Kind is the outcome for the Pod on the node.
+type Kind string
+
+// The outcomes.
+const (
+	// Fits: the scheduler binds the Pod as things are.
+	Fits Kind = "fits"
+	// Preempts: the scheduler evicts Victims, then binds the Pod.
+	Preempts Kind = "preempts"
+	// DoesNotFit: the Pod stays Pending until something on the node
+	// changes; preemption does not help (or is not allowed).
+	DoesNotFit Kind = "does-not-fit"
+	// NeverFits: the Pod asks for more than the node has even empty (a
+	// request above allocatable, or a pods limit of zero).
+	NeverFits Kind = "never-fits"
+)
+
+// The filter plugins fit follows, by the names the scheduler gives them.
+const (
+	PluginNodePorts        = "NodePorts"
+	PluginNodeResourcesFit = "NodeResourcesFit"
+	PluginInterPodAffinity = "InterPodAffinity"
+)
+
+// The reasons the scheduler gives, word for word, as they appear in
+// FailedScheduling events and the PodScheduled condition.
+const (
+	ReasonPorts                 = "node(s) didn't have free ports for the requested pod ports"
+	ReasonTooManyPods           = "Too many pods"
+	ReasonAntiAffinity          = "node(s) didn't match pod anti-affinity rules"
+	ReasonExistingAntiAffinity  = "node(s) didn't satisfy existing pods anti-affinity rules"
+	ReasonNoVictims             = "No preemption victims found for incoming pod"
+	ReasonPreemptionNotHelpful  = "Preemption is not helpful for scheduling"
+	MessagePreemptNeverEligible = "not eligible due to preemptionPolicy=Never."
+)
+
+// Shortfall is one resource the node lacks.
+type Shortfall struct {
+	Resource corev1.ResourceName
+	// Requested by the Pod, Used by the Pods on the node, Allocatable on
+	// the node, in the scheduler's units (millicores, bytes, units).
+	Requested, Used, Allocatable int64
+}
+
+// Free is what the node has left of the resource.
+func (s Shortfall) Free() int64 { return s.Allocatable - s.Used }
+
+// Victim is a Pod the scheduler evicts to make room.
+type Victim struct {
+	Key      string
+	Priority int32
+}
+
+// Outcome is the prediction for the Pod on one node.
+type Outcome struct {
+	Kind Kind
+	// Plugin is the filter that turns the node away as things are, and
+	// Reasons its reasons; empty when the Pod fits without preemption.
+	Plugin  string
+	Reasons []string
+	// Shortfalls are the resources behind NodeResourcesFit's reasons;
+	// Ports the wanted host ports already taken.
+	Shortfalls []Shortfall
+	Ports      []HostPort
+	// Victims, most important first, when Kind is Preempts.
+	Victims []Victim
+	// PreemptionReasons are the reasons preemption gives for the node
+	// when it does not help; PreemptionMessage replaces them when the Pod
+	// may not preempt at all (preemptionPolicy Never).
+	PreemptionReasons []string
+	PreemptionMessage string
+}
+
+// status is one filter pass over the node.
+type status struct {
+	plugin       string
+	reasons      []string
+	unresolvable bool
+	shortfalls   []Shortfall
+	ports        []HostPort
+}
+
+func (s *status) ok() bool { return s.plugin == "" }
+
+// Predict returns what the scheduler does with c on node n. others are the
+// other nodes (any order, n may be among them): the Pods on those sharing a
+// topology value with n count for anti-affinity terms whose topology key is
+// not the hostname. n.Pods must be sorted (Aggregate and Sort do it).
+func Predict(c *Candidate, n *Node, others []*Node) Outcome {
+	e := newEvaluation(c, n, others)
+	st := e.filter()
+	if st.ok() {
+		return Outcome{Kind: Fits}
+	}
+	out := Outcome{Kind: DoesNotFit, Plugin: st.plugin, Reasons: st.reasons, Shortfalls: st.shortfalls, Ports: st.ports}
+	if e.neverFits() {
+		out.Kind = NeverFits
+	}
+	// DefaultPreemption (PostFilter).
+	switch {
+	case c.PreemptNever:
+		out.PreemptionMessage = MessagePreemptNeverEligible
+		return out
+	case st.unresolvable:
+		// The node is not among the candidates for preemption.
+		out.PreemptionReasons = []string{ReasonPreemptionNotHelpful}
+		return out
+	}
+	var potential []int
+	for i := range n.Pods {
+		if n.Pods[i].Priority < c.Priority {
+			potential = append(potential, i)
+		}
+	}
+	if len(potential) == 0 {
+		out.PreemptionReasons = []string{ReasonNoVictims}
+		return out
+	}
+	for _, i := range potential {
+		e.removed[i] = true
+	}
+	if st := e.filter(); !st.ok() {
+		out.PreemptionReasons = st.reasons
+		return out
+	}
+	// Reprieve as many as still let the Pod fit, most important first
+	// (n.Pods is in that order already).
+	var victims []Victim
+	for _, i := range potential {
+		e.removed[i] = false
+		if st := e.filter(); !st.ok() {
+			e.removed[i] = true
+			victims = append(victims, Victim{Key: n.Pods[i].Key, Priority: n.Pods[i].Priority})
+		}
+	}
+	return Outcome{Kind: Preempts, Plugin: out.Plugin, Reasons: out.Reasons, Shortfalls: out.Shortfalls,
+		Ports: out.Ports, Victims: victims}
+}
+
+// evaluation is the node as preemption edits it: Pods removed by index.
+type evaluation struct {
+	c       *Candidate
+	n       *Node
+	removed []bool
+	// nominated are the nominated Pods of at least c's priority, which
+	// the scheduler counts as already on the node.
+	nominated []*Pod
+	// domain are the other nodes' Pods that the anti-affinity terms of
+	// either side can reach, with the labels of their node.
+	domain []nodePods
+}
+
+type nodePods struct {
+	labels map[string]string
+	pods   []Pod
+}
+
+func newEvaluation(c *Candidate, n *Node, others []*Node) *evaluation {
+	e := &evaluation{c: c, n: n, removed: make([]bool, len(n.Pods))}
+	for i := range n.Nominated {
+		if n.Nominated[i].Priority >= c.Priority {
+			e.nominated = append(e.nominated, &n.Nominated[i])
+		}
+	}
+	for _, o := range others {
+		if o == nil || o == n || o.Name == n.Name || !sharesDomain(o, n) {
+			continue
+		}
+		e.domain = append(e.domain, nodePods{labels: o.Labels, pods: o.Pods})
+	}
+	return e
+}
+
+// sharesDomain reports whether o shares a label value with n under a key
+// other than the hostname: only then can its Pods matter.
+func sharesDomain(o, n *Node) bool {
+	for k, v := range o.Labels {
+		if k == corev1.LabelHostname {
+			continue
+		}
+		if nv, ok := n.Labels[k]; ok && nv == v {
+			return true
+		}
+	}
+	return false
+}
+
+// pods calls f for every Pod counted on the node: those not removed, and
+// the nominated ones.
+func (e *evaluation) pods(f func(p *Pod)) {
+	for i := range e.n.Pods {
+		if !e.removed[i] {
+			f(&e.n.Pods[i])
+		}
+	}
+	for _, p := range e.nominated {
+		f(p)
+	}
+}
+
+// filter runs the filters in the default profile's order and returns the
+// first failure.
+func (e *evaluation) filter() status {
+	if st := e.nodePorts(); !st.ok() {
+		return st
+	}
+	if st := e.resourcesFit(); !st.ok() {
+		return st
+	}
+	return e.interPodAffinity()
+}
+
+func (e *evaluation) nodePorts() status {
+	if len(e.c.Ports) == 0 {
+		return status{}
+	}
+	var used []HostPort
+	e.pods(func(p *Pod) { used = append(used, p.Ports...) })
+	var taken []HostPort
+	for _, want := range e.c.Ports {
+		if conflicts(want, used) {
+			taken = append(taken, want)
+		}
+	}
+	if len(taken) == 0 {
+		return status{}
+	}
+	return status{plugin: PluginNodePorts, reasons: []string{ReasonPorts}, ports: taken}
+}
+
+func (e *evaluation) resourcesFit() status {
+	var st status
+	count := int64(0)
+	var used Resources
+	e.pods(func(p *Pod) {
+		count++
+		used.Add(p.Requests)
+	})
+	if count+1 > e.n.AllowedPods {
+		st.reasons = append(st.reasons, ReasonTooManyPods)
+		st.shortfalls = append(st.shortfalls, Shortfall{Resource: corev1.ResourcePods, Requested: 1, Used: count, Allocatable: e.n.AllowedPods})
+	}
+	req, alloc := e.c.Requests, e.n.Allocatable
+	if !req.IsZero() {
+		check := func(name corev1.ResourceName, want, used, have int64) {
+			if want > 0 && want > have-used {
+				st.reasons = append(st.reasons, "Insufficient "+string(name))
+				st.shortfalls = append(st.shortfalls, Shortfall{Resource: name, Requested: want, Used: used, Allocatable: have})
+				if want > have {
+					st.unresolvable = true
+				}
+			}
+		}
+		check(corev1.ResourceCPU, req.MilliCPU, used.MilliCPU, alloc.MilliCPU)
+		check(corev1.ResourceMemory, req.Memory, used.Memory, alloc.Memory)
+		check(corev1.ResourceEphemeralStorage, req.EphemeralStorage, used.EphemeralStorage, alloc.EphemeralStorage)
+		names := make([]string, 0, len(req.Scalar))
+		for name := range req.Scalar {
+			names = append(names, string(name))
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			rn := corev1.ResourceName(name)
+			check(rn, req.Scalar[rn], used.Scalar[rn], alloc.Scalar[rn])
+		}
+	}
+	if len(st.reasons) > 0 {
+		st.plugin = PluginNodeResourcesFit
+	}
+	return st
+}
+
+// interPodAffinity checks the required anti-affinity terms both ways: the
+// incoming Pod's against the Pods in its terms' domains, then those of the
+// Pods already placed against the incoming Pod.
+func (e *evaluation) interPodAffinity() status {
+	n, c := e.n, e.c
+	// The domains' Pods: this node's as edited, then the other nodes'.
+	each := func(f func(nodeLabels map[string]string, p *Pod) bool) bool {
+		found := false
+		e.pods(func(p *Pod) {
+			if !found && f(n.Labels, p) {
+				found = true
+			}
+		})
+		for _, d := range e.domain {
+			for i := range d.pods {
+				if found {
+					return true
+				}
+				if f(d.labels, &d.pods[i]) {
+					found = true
+				}
+			}
+		}
+		return found
+	}
+	if len(c.AntiAffinity) > 0 {
+		if each(func(nodeLabels map[string]string, p *Pod) bool {
+			for i := range c.AntiAffinity {
+				t := &c.AntiAffinity[i]
+				v, ok := n.Labels[t.TopologyKey]
+				if !ok {
+					continue
+				}
+				if nv, ok := nodeLabels[t.TopologyKey]; ok && nv == v && t.matches(p.Namespace, p.Labels, nil) {
+					return true
+				}
+			}
+			return false
+		}) {
+			return status{plugin: PluginInterPodAffinity, reasons: []string{ReasonAntiAffinity}}
+		}
+	}
+	if each(func(nodeLabels map[string]string, p *Pod) bool {
+		for i := range p.AntiAffinity {
+			t := &p.AntiAffinity[i]
+			v, ok := nodeLabels[t.TopologyKey]
+			if !ok || n.Labels[t.TopologyKey] != v {
+				continue
+			}
+			if _, ok := n.Labels[t.TopologyKey]; ok && t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
+				return true
+			}
+		}
+		return false
+	}) {
+		return status{plugin: PluginInterPodAffinity, reasons: []string{ReasonExistingAntiAffinity}}
+	}
+	return status{}
+}
+
+// neverFits reports whether the Pod would not fit even on the node emptied
+// of every other Pod: a request above allocatable, or no room for one Pod.
+func (e *evaluation) neverFits() bool {
+	if e.n.AllowedPods < 1 {
+		return true
+	}
+	req, alloc := e.c.Requests, e.n.Allocatable
+	if req.MilliCPU > alloc.MilliCPU || req.Memory > alloc.Memory || req.EphemeralStorage > alloc.EphemeralStorage {
+		return true
+	}
+	return slices.ContainsFunc(sortedKeys(req.Scalar), func(name corev1.ResourceName) bool {
+		return req.Scalar[name] > alloc.Scalar[name]
+	})
+}
+
+func sortedKeys(m map[corev1.ResourceName]int64) []corev1.ResourceName {
+	keys := make([]corev1.ResourceName, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

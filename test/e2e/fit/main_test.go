@@ -1,0 +1,153 @@
+// Package fit proves coverage/fit's predictions against the real
+// kube-scheduler: random nodes, bound Pods, PriorityClasses and DaemonSets
+// go to a real kube-apiserver with the real DaemonSet controller and
+// scheduler, and for every node the outcome the scheduler reaches (bound,
+// bound after preempting which Pods, or Pending with which reasons) must
+// equal the prediction.
+//
+// The nodes are heartbeat Nodes: the test writes their status (Ready,
+// allocatable) and lifts the not-ready taint, as a kubelet and the node
+// lifecycle controller would; no node lifecycle controller runs, so nothing
+// marks them NotReady later and no Lease needs renewing. No kubelet runs
+// Pods, so the test plays its part where the scheduler depends on it: it
+// marks the bound Pods Running with a start time (preemption spares the
+// longest running first) and finalizes the Pods the scheduler deletes.
+package fit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+var (
+	client    kubernetes.Interface
+	scheduler *framework.Process
+	kcm       *framework.ControllerManager
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	start := time.Now()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	tools, err := framework.ToolsDir(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "dsguard-fit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    tools,
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fit: starting the control plane:", err)
+		_ = env.Stop()
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	kcm, err = framework.StartControllerManager(framework.ControllerManagerOptions{Tools: tools, KubeConfig: env.KubeConfig})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	defer kcm.Stop()
+
+	if scheduler, err = startScheduler(tools, dir, env.KubeConfig); err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	defer scheduler.Stop()
+
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cfg.WarningHandler = rest.NoWarnings{}
+	if client, err = kubernetes.NewForConfig(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "fit: kube-apiserver, etcd, kube-controller-manager and kube-scheduler up in %s\n",
+		time.Since(start).Round(time.Millisecond))
+
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "fit: kube-scheduler log (last lines):\n%s\n", framework.LastLines(scheduler.Log(), 60))
+	}
+	return code
+}
+
+// startScheduler starts the real kube-scheduler with its default profile
+// and a client rate limit that does not slow hundreds of bindings down.
+func startScheduler(tools, dir string, kubeconfig []byte) (*framework.Process, error) {
+	kc := filepath.Join(dir, "kube-scheduler.kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(conf, []byte(strings.Join([]string{
+		"apiVersion: kubescheduler.config.k8s.io/v1",
+		"kind: KubeSchedulerConfiguration",
+		"clientConnection:",
+		"  kubeconfig: " + kc,
+		"  qps: 500",
+		"  burst: 1000",
+		"leaderElection:",
+		"  leaderElect: false",
+		"",
+	}, "\n")), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := framework.StartProcess(dir, filepath.Join(tools, "kube-scheduler"), "--config="+conf, "--secure-port=0", "--v=2")
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-scheduler: %w", err)
+	}
+	// A bad flag or configuration ends it at once.
+	time.Sleep(time.Second)
+	if err := p.ExitError(); err == nil || err.Error() != "still running" {
+		return nil, fmt.Errorf("kube-scheduler exited at once:\n%s", framework.LastLines(p.Log(), 40))
+	}
+	return p, nil
+}
+
+// waitFor polls cond until it is true or ctx ends.
+func waitFor(ctx context.Context, every time.Duration, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
