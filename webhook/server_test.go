@@ -426,12 +426,14 @@ func TestConnGuard_EvictionOrder(t *testing.T) {
 	apiIdle := conn("10.0.0.1", true, phaseIdle, old.Add(-time.Hour))
 	apiReading := conn("10.0.0.1", true, phaseReading, old.Add(-time.Hour))
 	busy := conn("10.0.0.9", false, phaseBusy, old.Add(-time.Hour))
-	oneIdle := conn("10.0.0.2", false, phaseIdle, old.Add(-time.Hour))
+	// A lone source's connection, older than the flood's: the flood's go
+	// first all the same.
+	oneReading := conn("10.0.0.2", false, phaseReading, old.Add(-time.Hour))
 	floodIdle := conn("10.0.0.3", false, phaseIdle, old)
 	floodWaiting := conn("10.0.0.3", false, phaseWaiting, old)
 	floodReadingNew := conn("10.0.0.3", false, phaseReading, time.Now())
 	floodReadingOld := conn("10.0.0.3", false, phaseReading, old)
-	for i, want := range []*guardedConn{floodReadingOld, floodReadingNew, floodWaiting, oneIdle, floodIdle, apiReading, apiIdle, nil} {
+	for i, want := range []*guardedConn{floodReadingOld, floodReadingNew, floodWaiting, oneReading, floodIdle, apiReading, apiIdle, nil} {
 		got := g.victim()
 		if got != want {
 			t.Fatalf("eviction %d: got %+v, want %+v", i, got, want)
