@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,17 @@ type Options struct {
 	// MaxEntries bounds each cache, so that a flood of made-up tokens cannot
 	// grow the process (4096). A full cache answers by asking the API server.
 	MaxEntries int
+	// ReviewsPerSecond and ReviewBurst bound the token reviews of tokens the
+	// guard has not seen authenticated within KnownTokenTTL (5 per second,
+	// bursts of 20): a flood of made-up tokens, each new, would otherwise
+	// cost the API server a review each. A token over the bound is answered
+	// 429 without a review; a token once authenticated (Prometheus') is
+	// reviewed again when its answer lapses, whatever the flood.
+	ReviewsPerSecond float64
+	ReviewBurst      int
+	// KnownTokenTTL is how long a token that was authenticated stays exempt
+	// from that bound (1 hour).
+	KnownTokenTTL time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Sleep waits between retries (a timer that stops with the context).
@@ -78,6 +90,13 @@ func (o Options) withDefaults() Options {
 	if o.MaxEntries == 0 {
 		o.MaxEntries = 4096
 	}
+	if o.ReviewsPerSecond == 0 {
+		o.ReviewsPerSecond = 5
+	}
+	if o.ReviewBurst == 0 {
+		o.ReviewBurst = 20
+	}
+	def(&o.KnownTokenTTL, time.Hour)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -96,7 +115,15 @@ type Guard struct {
 
 	users     *expiring[tokenAnswer]
 	decisions *expiring[bool]
+	// known are the tokens seen authenticated; unknown ones are reviewed
+	// within newReviews.
+	known      *expiring[struct{}]
+	newReviews *rate.Limiter
 }
+
+// ErrTooManyReviews is the answer to a token the guard has not seen
+// authenticated while new tokens arrive faster than it reviews them.
+var ErrTooManyReviews = errors.New("too many new bearer tokens to review")
 
 // tokenAnswer is a token review's outcome: the user, or not authenticated.
 type tokenAnswer struct {
@@ -113,8 +140,10 @@ func New(tokens authenticationclient.TokenReviewInterface, access authorizationc
 	o = o.withDefaults()
 	return &Guard{
 		tokens: tokens, access: access, o: o, hashKey: key,
-		users:     newExpiring[tokenAnswer](o.MaxEntries, o.Now),
-		decisions: newExpiring[bool](o.MaxEntries, o.Now),
+		users:      newExpiring[tokenAnswer](o.MaxEntries, o.Now),
+		decisions:  newExpiring[bool](o.MaxEntries, o.Now),
+		known:      newExpiring[struct{}](o.MaxEntries, o.Now),
+		newReviews: rate.NewLimiter(rate.Limit(o.ReviewsPerSecond), o.ReviewBurst),
 	}, nil
 }
 
@@ -136,12 +165,19 @@ func FilterProvider(cfg *rest.Config, httpClient *http.Client) (metricsserver.Fi
 	return g.Filter, nil
 }
 
-// Filter wraps handler: 401 without a valid bearer token, 403 when the
-// token's user may not use the method on the path, 500 when the API server
-// could not answer, and otherwise the handler.
+// Filter wraps handler: 401 without a valid bearer token, 429 for a new
+// token beyond the bound on token reviews, 403 when the token's user may not
+// use the method on the path, 500 when the API server could not answer, and
+// otherwise the handler.
 func (g *Guard) Filter(log logr.Logger, handler http.Handler) (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		user, ok, err := g.authenticate(req)
+		if errors.Is(err, ErrTooManyReviews) {
+			log.V(4).Info("Authentication deferred: too many new tokens")
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many new bearer tokens; retry later", http.StatusTooManyRequests)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authentication failed")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
@@ -190,6 +226,9 @@ func (g *Guard) authenticate(req *http.Request) (authenticationv1.UserInfo, bool
 	if a, ok := g.users.get(key); ok {
 		return a.user, a.authenticated, nil
 	}
+	if _, known := g.known.get(key); !known && !g.newReviews.AllowN(g.o.Now(), 1) {
+		return authenticationv1.UserInfo{}, false, ErrTooManyReviews
+	}
 	var status authenticationv1.TokenReviewStatus
 	err := g.retry(req.Context(), func(ctx context.Context) error {
 		r, err := g.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
@@ -208,6 +247,9 @@ func (g *Guard) authenticate(req *http.Request) (authenticationv1.UserInfo, bool
 	}
 	a := tokenAnswer{user: status.User, authenticated: status.Authenticated}
 	g.users.put(key, a, g.o.TokenTTL)
+	if a.authenticated {
+		g.known.put(key, struct{}{}, g.o.KnownTokenTTL)
+	}
 	return a.user, a.authenticated, nil
 }
 

@@ -329,3 +329,38 @@ func TestFilter_RetriesStayWithinTheTimeout(t *testing.T) {
 		t.Errorf("%d token reviews, want 1", s.tokenReviews)
 	}
 }
+
+// TestFilter_BoundsReviewsOfNewTokens: a flood of made-up tokens costs at
+// most the burst and then the rate of token reviews, each beyond answered
+// 429; Prometheus' token, once seen authenticated, is reviewed again when
+// its answer lapses, flood or not.
+func TestFilter_BoundsReviewsOfNewTokens(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := prometheusServer()
+	g := s.guard(t, Options{ReviewsPerSecond: 1, ReviewBurst: 5, Now: func() time.Time { return now }})
+	if code, _ := serve(t, g, http.MethodGet, "/metrics", "Bearer prom-token"); code != 200 {
+		t.Fatalf("prometheus: %d, want 200", code)
+	}
+	codes := map[int]int{}
+	for i := range 100 {
+		code, _ := serve(t, g, http.MethodGet, "/metrics", fmt.Sprintf("Bearer made-up-%d", i))
+		codes[code]++
+	}
+	if s.tokenReviews != 5 || codes[401] != 4 || codes[429] != 96 {
+		t.Errorf("100 made-up tokens: %d token reviews, answers %v; want 5 reviews (prom-token's and a burst of 4), 4×401, 96×429",
+			s.tokenReviews, codes)
+	}
+	// Prometheus' answer lapses during the flood: it is reviewed again.
+	now = now.Add(2 * time.Minute)
+	for i := range 10 {
+		serve(t, g, http.MethodGet, "/metrics", fmt.Sprintf("Bearer more-made-up-%d", i))
+	}
+	if code, _ := serve(t, g, http.MethodGet, "/metrics", "Bearer prom-token"); code != 200 {
+		t.Errorf("prometheus during the flood: %d, want 200", code)
+	}
+	// A second later the rate admits one new token again.
+	now = now.Add(time.Second)
+	if code, _ := serve(t, g, http.MethodGet, "/metrics", "Bearer made-up-late"); code != 401 {
+		t.Errorf("a made-up token a second later: %d, want 401 (reviewed)", code)
+	}
+}

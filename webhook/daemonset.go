@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -101,15 +102,33 @@ type decoded struct {
 
 func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, objs decoded) (resp admission.Response) {
 	counted := !h.ClientAuth || Authenticated(ctx)
+	var refused bool
 	defer func() {
 		if r := recover(); r != nil {
 			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "panic while judging a DaemonSet", "stack", string(debug.Stack()))
 			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in dsguard: %v", r))
 		}
 		resp = h.failOpen(req, resp)
-		h.countDecision(resp, counted)
+		h.countDecision(resp, decisionOf(counted, refused, ctx.Err() != nil))
 	}()
-	return h.handle(ctx, req, objs, counted)
+	return h.handle(ctx, req, objs, counted, &refused)
+}
+
+// decisionOf is the decision a request counts as beside its answer: its
+// caller's when it was not authenticated, abandoned when its caller went
+// away before the answer (nobody reads it: a forged review sent and dropped
+// must not count as dsguard's error), refused when dsguard refused it as
+// busy; "" to count it by its answer.
+func decisionOf(counted, refused, abandoned bool) string {
+	switch {
+	case !counted:
+		return "unauthenticated"
+	case abandoned:
+		return "abandoned"
+	case refused:
+		return "refused"
+	}
+	return ""
 }
 
 // failOpen turns dsguard's own failures into an admission with a warning in
@@ -143,7 +162,7 @@ func (h *DaemonSetHandler) daemonSet(raw runtime.RawExtension, decoded *appsv1.D
 	return ds, nil
 }
 
-func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, objs decoded, counted bool) admission.Response {
+func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, objs decoded, counted bool, refused *bool) admission.Response {
 	log := logf.FromContext(ctx)
 	switch {
 	case req.UID == "":
@@ -203,10 +222,22 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	}
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of
-	// ordinary DaemonSets.
-	release, err := laneFor(ctx, h.heavy).enter(ctx, env.PredictionWork(ds))
+	// ordinary DaemonSets. The old object of an UPDATE may be judged too
+	// (to ratchet a deny): its work counts, so that a light new object
+	// cannot bring a heavy stored one past the lane.
+	work := env.PredictionWork(ds)
+	if old != nil {
+		work += env.PredictionWork(old)
+	}
+	var refusals *prometheus.CounterVec
+	if h.metrics != nil {
+		refusals = h.metrics.Refusals
+	}
+	release, err := enterLane(ctx, h.heavy, work, refusals, h.ClientAuth)
 	if err != nil {
-		return admission.Errored(http.StatusServiceUnavailable, err)
+		*refused = ctx.Err() == nil
+		return admission.Errored(http.StatusServiceUnavailable,
+			fmt.Errorf("dsguard is busy judging other large placements and refused this one: %w", err))
 	}
 	defer release()
 	findings := policy.Evaluate(ds, env)
@@ -316,18 +347,21 @@ func (h *DaemonSetHandler) countFindings(fs []policy.Finding) {
 	}
 }
 
-// countDecision counts the answer. Requests that no API server sends (no
-// UID, another kind, an undecodable object) count as invalid, not as errors,
-// and requests of unauthenticated callers (when callers can authenticate)
-// only as unauthenticated: the error alert must not fire on forgeries.
-func (h *DaemonSetHandler) countDecision(resp admission.Response, counted bool) {
+// countDecision counts the answer, or decision when it is set (see
+// decisionOf). Requests that no API server sends (no UID, another kind, an
+// undecodable object) count as invalid, not as errors; requests of
+// unauthenticated callers (when callers can authenticate) only as
+// unauthenticated, requests whose caller went away as abandoned, and
+// requests refused as busy as refused: the error alert must not fire on
+// forgeries.
+func (h *DaemonSetHandler) countDecision(resp admission.Response, decision string) {
 	if h.metrics == nil {
 		return
 	}
 	result := "allowed"
 	switch {
-	case !counted:
-		result = "unauthenticated"
+	case decision != "":
+		result = decision
 	case resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code < 500 && resp.Result.Code != http.StatusForbidden:
 		result = "invalid"
 	case resp.Result != nil && resp.Result.Code >= 500:

@@ -209,22 +209,22 @@ func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 
 func TestHeavyLane(t *testing.T) {
 	l := newHeavyLane(1)
-	release, err := l.enter(t.Context(), HeavyWork+1)
+	release, err := l.enter(t.Context(), peer{}, HeavyWork+1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := l.enter(t.Context(), HeavyWork); err != nil {
+	if r, err := l.enter(t.Context(), peer{}, HeavyWork); err != nil {
 		t.Fatalf("light work must pass while the lane is full: %v", err)
 	} else {
 		r()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := l.enter(ctx, HeavyWork+1); err == nil {
+	if _, err := l.enter(ctx, peer{}, HeavyWork+1); err == nil {
 		t.Fatal("heavy work entered a full lane")
 	}
 	release()
-	if r, err := l.enter(t.Context(), HeavyWork+1); err != nil {
+	if r, err := l.enter(t.Context(), peer{}, HeavyWork+1); err != nil {
 		t.Fatalf("after release: %v", err)
 	} else {
 		r()

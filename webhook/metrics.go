@@ -15,6 +15,9 @@ type Metrics struct {
 	ConnectionsEvicted prometheus.Counter
 	// HeavyWaiting is the number of large reviews waiting for the heavy lane.
 	HeavyWaiting prometheus.Gauge
+	// Refusals counts requests and connections the webhook server refused,
+	// cut off or dropped, by reason and caller.
+	Refusals *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -22,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dsguard_admission_decisions_total",
-			Help: "Admission decisions on DaemonSets by result: allowed, warned, denied, skipped, error (dsguard failed), invalid (a request no API server sends), unauthenticated (a caller without a client certificate, when client authentication is on).",
+			Help: "Admission decisions on DaemonSets by result: allowed, warned, denied, skipped, error (dsguard failed), invalid (a request no API server sends), unauthenticated (a caller without a client certificate naming an expected identity, when client authentication is on), abandoned (the caller went away before the answer), refused (refused as busy; see dsguard_webhook_refusals_total).",
 		}, []string{"result"}),
 		Findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dsguard_findings_total",
@@ -41,6 +44,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_heavy_evaluations_waiting",
 		Help: "DaemonSet reviews with a large placement or a body over 256 KiB waiting for their turn: large reviews are decoded and judged a few at a time, so that they never delay ordinary ones.",
 	})
-	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.HeavyWaiting)
+	m.Refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dsguard_webhook_refusals_total",
+		Help: "Requests and connections the webhook server refused, cut off or dropped, by reason (connection-evicted, slow-body, body-budget, lane-timeout, lane-evicted, lane-full) and caller (api-server: authenticated; unauthenticated: client authentication is on and the caller failed it; unknown: client authentication is off). A refused review of the API server's is admitted unjudged on a fail-open webhook entry.",
+	}, []string{"reason", "caller"})
+	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.HeavyWaiting, m.Refusals)
 	return m
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,10 +39,15 @@ type ServerOptions struct {
 	// certificates authenticate the API server.
 	ClientCAFile string
 	// RequireClientCert refuses the TLS handshake of callers without a
-	// client certificate from ClientCAFile. Without it a certificate is
-	// verified when given, and callers without one get verdicts that name
-	// no nodes (see Authenticated).
+	// client certificate from ClientCAFile with an expected identity.
+	// Without it a certificate is verified when given, and callers without
+	// one get verdicts that name no nodes (see Authenticated).
 	RequireClientCert bool
+	// ClientIdentities are the names (subject common name or DNS name) a
+	// client certificate must carry to authenticate the API server; empty
+	// means DefaultClientIdentities. The CA file is reloaded when it
+	// changes.
+	ClientIdentities []string
 	// MaxConnections caps the open connections. When the cap is reached, a
 	// new connection evicts the oldest one that has not delivered a whole
 	// request yet (or is idle), so slow clients crowd out each other, not
@@ -58,9 +61,18 @@ type ServerOptions struct {
 	// heavy lane the server shares with the DaemonSet handler.
 	HeavyWaiting prometheus.Gauge
 	// LargeBodyBudget bounds the bytes of request bodies over
-	// LargeReviewBytes held at once (announced sizes count from before the
-	// body arrives); 0 means DefaultLargeBodyBudget.
+	// LargeReviewBytes held at once, counted as they arrive; 0 means
+	// DefaultLargeBodyBudget.
 	LargeBodyBudget int64
+	// BodyGrace and MinBodyRate are the pace a body must arrive at: by
+	// BodyGrace after the request began plus one second per MinBodyRate
+	// bytes, or the connection is cut (0: DefaultBodyGrace,
+	// DefaultMinBodyRate).
+	BodyGrace   time.Duration
+	MinBodyRate int64
+	// Refusals, when not nil, counts refused requests and connections by
+	// reason and caller (see the Refused* and Caller* constants).
+	Refusals *prometheus.CounterVec
 }
 
 // Defaults of ServerOptions: the API server sends a review whole, at once,
@@ -103,10 +115,16 @@ func NewServer(opts ServerOptions, onEvict func()) *Server {
 	if opts.LargeBodyBudget <= 0 {
 		opts.LargeBodyBudget = DefaultLargeBodyBudget
 	}
+	if opts.MinBodyRate <= 0 {
+		opts.MinBodyRate = DefaultMinBodyRate
+	}
+	if len(opts.ClientIdentities) == 0 {
+		opts.ClientIdentities = DefaultClientIdentities
+	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&opts.ReadTimeout, DefaultReadTimeout},
+	}{{&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&opts.ReadTimeout, DefaultReadTimeout}, {&opts.BodyGrace, DefaultBodyGrace},
 		{&opts.WriteTimeout, DefaultWriteTimeout}, {&opts.IdleTimeout, DefaultIdleTimeout}} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -119,8 +137,9 @@ func NewServer(opts ServerOptions, onEvict func()) *Server {
 }
 
 // tlsConfig builds the TLS configuration: the options, a certificate
-// watcher when no option supplies certificates, and client authentication.
-func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
+// watcher when no option supplies certificates, and client authentication
+// with a client CA bundle reloaded on change (nil without one).
+func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, *clientAuth, error) {
 	cfg := &tls.Config{}
 	HardenTLS(cfg)
 	for _, op := range s.opts.TLSOpts {
@@ -129,7 +148,7 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	if cfg.GetCertificate == nil {
 		w, err := certwatcher.New(filepath.Join(s.opts.CertDir, s.opts.CertName), filepath.Join(s.opts.CertDir, s.opts.KeyName))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.GetCertificate = w.GetCertificate
 		go func() {
@@ -138,31 +157,29 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, error) {
 			}
 		}()
 	}
-	if s.opts.ClientCAFile != "" {
-		pem, err := os.ReadFile(s.opts.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading the client CA bundle: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", s.opts.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	if s.opts.ClientCAFile == "" {
 		if s.opts.RequireClientCert {
-			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+			return nil, nil, errors.New("requiring a client certificate needs a client CA bundle")
 		}
-	} else if s.opts.RequireClientCert {
-		return nil, errors.New("requiring a client certificate needs a client CA bundle")
+		return cfg, nil, nil
 	}
-	return cfg, nil
+	auth, err := newClientAuth(s.opts.ClientCAFile, s.opts.ClientIdentities, s.opts.RequireClientCert, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	go auth.watch(ctx, clientCAReloadInterval)
+	// The listener's configuration hands each handshake the one with the
+	// current pool; it also says what the server asks of clients.
+	cfg = auth.config.Load().Clone()
+	cfg.GetConfigForClient = auth.getConfigForClient
+	return cfg, auth, nil
 }
 
 // Start implements manager.Runnable: it serves until ctx ends, then lets
 // in-flight reviews finish.
 func (s *Server) Start(ctx context.Context) error {
 	logger := logf.FromContext(ctx).WithName("webhook-server")
-	cfg, err := s.tlsConfig(ctx)
+	cfg, auth, err := s.tlsConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -171,6 +188,8 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	guard := newConnGuard(ln, s.opts.MaxConnections, s.evicted)
+	guard.auth = auth
+	guard.refused = newRefusals(s.opts.Refusals, logger, auth != nil)
 	// One heavy lane per process: large bodies and large placements share
 	// it, so that together they never take more than GOMAXPROCS-1 cores.
 	guard.lane = newHeavyLane(heavyLaneWidth())
@@ -178,12 +197,13 @@ func (s *Server) Start(ctx context.Context) error {
 	// A large review waits at most half the read deadline for the lane
 	// (less when the API server's own timeout is shorter, see laneWaitFor).
 	guard.laneWait = s.opts.ReadTimeout / 2
-	guard.bodies = semaphore.NewWeighted(max(s.opts.LargeBodyBudget, maxReviewBytes+1))
+	guard.readTimeout, guard.bodyGrace, guard.minBodyRate = s.opts.ReadTimeout, s.opts.BodyGrace, s.opts.MinBodyRate
+	guard.bodies = newBodyBudget(max(s.opts.LargeBodyBudget, maxReviewBytes+1), auth != nil)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
 		ConnState:         guard.connState,
-		Handler:           guard.track(s.closeWhenDraining(authenticate(s.WebhookMux()))),
+		Handler:           guard.track(s.closeWhenDraining(s.WebhookMux())),
 		MaxHeaderBytes:    64 << 10, // a review's headers are a few hundred bytes
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
@@ -205,7 +225,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started, s.addr = true, ln.Addr().String()
 	s.mu.Unlock()
 	logger.Info("serving webhooks", "address", ln.Addr().String(), "maxConnections", s.opts.MaxConnections,
-		"clientAuth", cfg.ClientAuth.String())
+		"clientAuth", cfg.ClientAuth.String(), "clientIdentities", s.opts.ClientIdentities)
 	if err := srv.Serve(tls.NewListener(guard, cfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -265,19 +285,9 @@ func (s *Server) StartedChecker() healthz.Checker {
 
 type authenticatedKey struct{}
 
-// authenticate marks requests whose caller presented a client certificate
-// that verified against the client CA bundle.
-func authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // Authenticated reports whether the caller of the request in ctx presented a
-// verified client certificate. Only then do verdicts name nodes, and only
+// client certificate that verified against the client CA bundle and names an
+// expected API server identity. Only then do verdicts name nodes, and only
 // then does a request count in the metrics alerts read: any Pod that can
 // reach the port could otherwise learn node names or forge those counts.
 func Authenticated(ctx context.Context) bool {
@@ -285,42 +295,73 @@ func Authenticated(ctx context.Context) bool {
 	return v
 }
 
-// connGuard caps open connections. A connection is evictable until its
-// current request's body has been read to the end, and again once the
-// answer is written; at the cap, a new connection closes the evictable
-// connection that has waited longest, preferring those stuck mid-request
-// over idle kept-alive ones.
+// phase is where a connection is in its current request.
+type phase int
+
+const (
+	phaseReading phase = iota // a request (its body) is arriving
+	phaseWaiting              // a whole request waits for the heavy lane
+	phaseIdle                 // between requests on a kept-alive connection
+	phaseBusy                 // a whole request is being judged
+)
+
+// connGuard caps open connections. A connection is evictable unless its
+// request is being judged: at the cap, a new connection closes one of the
+// source with the most connections, other callers' before the API
+// server's, and of those the one stuck longest mid-request, then the one
+// waiting longest for the heavy lane, then the longest idle. So a flood of
+// connections from one source crowds out that source's own, never the API
+// server's, whose requests arrive whole within milliseconds.
 type connGuard struct {
 	net.Listener
 	max     int
 	evicted func()
+	// auth authenticates the API server; nil: client authentication off.
+	auth *clientAuth
+	// refused counts and logs refusals; nil: not counted.
+	refused *refusals
 	// lane is the heavy lane large requests wait for once their body is
 	// read, at most laneWait; nil lets every body through at once.
 	lane     *heavyLane
 	laneWait time.Duration
 	// bodies is the budget of bytes for bodies over LargeReviewBytes,
-	// reserved by their announced size before they are read; nil: none.
-	bodies *semaphore.Weighted
+	// reserved as they arrive; nil: none.
+	bodies *bodyBudget
+	// The pace bodies must arrive at (see ServerOptions), within the
+	// request's read deadline (readTimeout; 0: no pace).
+	readTimeout, bodyGrace time.Duration
+	minBodyRate            int64
 
-	mu    sync.Mutex
-	freed *sync.Cond
-	conns map[*guardedConn]struct{}
+	mu      sync.Mutex
+	freed   *sync.Cond
+	conns   map[*guardedConn]struct{}
+	sources map[string]int // open connections per source address
 }
 
 type guardedConn struct {
 	net.Conn
-	g    *connGuard
-	once sync.Once
+	g      *connGuard
+	once   sync.Once
+	source string // the remote address without port
 	// Guarded by g.mu.
-	busy  bool      // a whole request is being answered
-	idle  bool      // between requests on a kept-alive connection
-	since time.Time // when the current phase began
+	trusted  bool      // its last request came from the API server
+	phase    phase     // where the current request is
+	since    time.Time // when the current phase began
+	reqStart time.Time // when the current request began arriving
 }
 
 func newConnGuard(ln net.Listener, max int, evicted func()) *connGuard {
-	g := &connGuard{Listener: ln, max: max, evicted: evicted, conns: map[*guardedConn]struct{}{}}
+	g := &connGuard{Listener: ln, max: max, evicted: evicted, conns: map[*guardedConn]struct{}{}, sources: map[string]int{}}
 	g.freed = sync.NewCond(&g.mu)
 	return g
+}
+
+// sourceOf is the address of a remote end without its port.
+func sourceOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // Accept implements net.Listener.
@@ -329,68 +370,102 @@ func (g *connGuard) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	gc := &guardedConn{Conn: c, g: g, since: time.Now()}
+	now := time.Now()
+	gc := &guardedConn{Conn: c, g: g, source: sourceOf(c.RemoteAddr().String()), since: now, reqStart: now}
 	g.mu.Lock()
 	for len(g.conns) >= g.max {
-		victim := g.oldestEvictable()
+		victim := g.victim()
 		if victim == nil {
-			// Every connection is being answered: answers take
+			// Every connection is being judged: judging takes
 			// milliseconds, so wait for one to finish.
 			g.freed.Wait()
 			continue
 		}
-		delete(g.conns, victim)
+		g.forget(victim)
 		g.mu.Unlock()
 		_ = victim.Conn.Close()
 		if g.evicted != nil {
 			g.evicted()
 		}
+		g.refused.add(RefusedConnectionEvicted, peer{key: victim.source, trusted: victim.trusted})
 		g.mu.Lock()
 	}
 	g.conns[gc] = struct{}{}
+	g.sources[gc.source]++
 	g.mu.Unlock()
 	return gc, nil
 }
 
-func (g *connGuard) oldestEvictable() *guardedConn {
-	var reading, idle *guardedConn
+// victim is the connection to evict at the cap, nil when every one is being
+// judged.
+func (g *connGuard) victim() *guardedConn {
+	var v *guardedConn
 	for c := range g.conns {
-		switch {
-		case c.busy:
-		case c.idle:
-			if idle == nil || c.since.Before(idle.since) {
-				idle = c
-			}
-		default:
-			if reading == nil || c.since.Before(reading.since) {
-				reading = c
-			}
+		if c.phase != phaseBusy && (v == nil || g.evictsBefore(c, v)) {
+			v = c
 		}
 	}
-	if reading != nil {
-		return reading
+	return v
+}
+
+// evictsBefore orders evictable connections: other callers' before the API
+// server's, the source with the most connections first, then by phase, then
+// the oldest.
+func (g *connGuard) evictsBefore(a, b *guardedConn) bool {
+	if a.trusted != b.trusted {
+		return !a.trusted
 	}
-	return idle
+	if na, nb := g.sources[a.source], g.sources[b.source]; na != nb {
+		return na > nb
+	}
+	if a.phase != b.phase {
+		return a.phase < b.phase
+	}
+	return a.since.Before(b.since)
+}
+
+// forget drops c from the guard's books; the caller holds g.mu.
+func (g *connGuard) forget(c *guardedConn) {
+	if _, ok := g.conns[c]; !ok {
+		return
+	}
+	delete(g.conns, c)
+	if g.sources[c.source]--; g.sources[c.source] <= 0 {
+		delete(g.sources, c.source)
+	}
 }
 
 // Close implements net.Conn: it frees the connection's place.
 func (c *guardedConn) Close() error {
 	c.once.Do(func() {
 		c.g.mu.Lock()
-		delete(c.g.conns, c)
+		c.g.forget(c)
 		c.g.freed.Signal()
 		c.g.mu.Unlock()
 	})
 	return c.Conn.Close()
 }
 
-func (g *connGuard) set(c *guardedConn, busy, idle bool) {
+func (g *connGuard) set(c *guardedConn, p phase) {
 	g.mu.Lock()
-	c.busy, c.idle, c.since = busy, idle, time.Now()
-	if !busy {
+	now := time.Now()
+	if p == phaseReading && c.phase != phaseReading {
+		c.reqStart = now
+	}
+	c.phase, c.since = p, now
+	if p != phaseBusy {
 		g.freed.Signal()
 	}
 	g.mu.Unlock()
+}
+
+// begin records who sent the connection's current request and when it
+// began arriving.
+func (g *connGuard) begin(c *guardedConn, trusted bool) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c.trusted = trusted
+	return c.reqStart
 }
 
 type connKey struct{}
@@ -418,9 +493,9 @@ func (g *connGuard) connState(c net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateActive:
-		g.set(gc, false, false)
+		g.set(gc, phaseReading)
 	case http.StateIdle:
-		g.set(gc, false, true)
+		g.set(gc, phaseIdle)
 	}
 }
 
@@ -428,52 +503,57 @@ func (g *connGuard) connState(c net.Conn, state http.ConnState) {
 // body is handed on for it to refuse.
 const maxReviewBytes = 7 << 20
 
-// track reads each request body whole before the webhook sees it, and marks
-// the connection busy from then until the answer is written. A body that
-// never completes (a slow client past its deadline, a client that went away)
-// ends the request here, quietly: nobody is left to read an answer, and
-// controller-runtime would log each one with a stack trace, which a flood
-// of them would turn into a flood of logs.
+// track authenticates the caller, reads each request body whole before the
+// webhook sees it, at the pace the API server sends one and within the
+// caller's share of the large-body budget, lets a large one wait for the
+// heavy lane, and marks the connection busy while the request is judged.
+// A body that never completes (a slow client cut off, a client that went
+// away) ends the request here, quietly: nobody is left to read an answer,
+// and controller-runtime would log each one with a stack trace, which a
+// flood of them would turn into a flood of logs. Refusals are counted.
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
-		hasBody := r.Body != nil && r.Body != http.NoBody
-		// A large review waits twice, for room for its body and then for
-		// the lane, both within one allowance (see laneWaitFor).
-		turn := r.Context()
-		if hasBody && (r.ContentLength > LargeReviewBytes || r.ContentLength < 0) {
-			var cancel context.CancelFunc
-			turn, cancel = context.WithTimeout(r.Context(), g.laneWaitFor(r))
-			defer cancel()
-			if g.bodies != nil {
-				// Large bodies are held in memory only within the budget,
-				// so that many connections sending them at once cannot
-				// exhaust memory. A body of unknown length reserves the
-				// most a review may be.
-				need := int64(maxReviewBytes + 1)
-				if r.ContentLength > 0 {
-					need = min(r.ContentLength, need)
-				}
-				if g.bodies.Acquire(turn, need) != nil {
-					// The body stays unread, so the connection cannot
-					// carry another request.
-					w.Header().Set("Connection", "close")
-					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
-					return
-				}
-				defer g.bodies.Release(need)
-			}
+		p := peer{key: sourceOf(r.RemoteAddr)}
+		if r.TLS != nil && g.auth.identified(*r.TLS) {
+			p.trusted = true
+			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
 		}
+		start := time.Now()
+		if gc != nil {
+			start = g.begin(gc, p.trusted)
+		}
+		// A large review waits for the lane within one allowance from
+		// its start (see laneWaitFor).
+		turn := start.Add(g.laneWaitFor(r))
 		size := 0
-		if hasBody {
+		if r.Body != nil && r.Body != http.NoBody {
 			buf := bodyBuffers.Get().(*bytes.Buffer)
 			// The body's bytes are only read while the request is
 			// served: decoding copies what it keeps.
 			defer recycleBody(buf)
-			body, err := readBody(buf, r.Body, r.ContentLength)
+			paced := &pacedBody{r: r.Body, start: start, grace: g.bodyGrace, rate: max(g.minBodyRate, 1), budget: g.bodies, p: p}
+			if gc != nil && g.readTimeout > 0 {
+				paced.conn, paced.hard = gc, start.Add(g.readTimeout)
+			}
+			defer paced.release()
+			body, err := readBody(buf, paced, r.ContentLength)
+			paced.done()
 			if err != nil {
+				// The body stays unread, so the connection cannot carry
+				// another request.
 				w.Header().Set("Connection", "close")
-				w.WriteHeader(http.StatusRequestTimeout)
+				var ne net.Error
+				switch {
+				case errors.Is(err, errBodyBudget):
+					g.refused.add(RefusedBodyBudget, p)
+					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+				case errors.As(err, &ne) && ne.Timeout():
+					g.refused.add(RefusedSlowBody, p)
+					w.WriteHeader(http.StatusRequestTimeout)
+				default:
+					w.WriteHeader(http.StatusRequestTimeout)
+				}
 				return
 			}
 			size = len(body)
@@ -486,15 +566,32 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 		}
 		if g.lane != nil {
 			// The lane is taken only once the body is here: a client that
-			// announces a large body and sends it slowly, or never, holds a
-			// connection and part of the body budget until its read
-			// deadline, never the lane. An oversized body is left to
-			// controller-runtime to refuse.
-			use := &laneUse{lane: g.lane}
+			// announces a large body and sends it slowly, or never, is
+			// cut off, and never holds the lane. An oversized body is left
+			// to controller-runtime to refuse.
+			use := &laneUse{lane: g.lane, peer: p, deadline: turn, refused: g.refused}
+			if gc != nil {
+				use.waiting = func(on bool) {
+					if on {
+						g.set(gc, phaseWaiting)
+					} else {
+						g.set(gc, phaseBusy)
+					}
+				}
+			}
 			if size > LargeReviewBytes && size <= maxReviewBytes {
-				release, err := g.lane.acquire(turn)
+				if gc != nil {
+					g.set(gc, phaseWaiting)
+				}
+				ctx, cancel := context.WithDeadline(r.Context(), turn)
+				release, err := g.lane.acquire(ctx, p)
+				cancel()
 				if err != nil {
-					http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+					if r.Context().Err() == nil {
+						// Not a client gone (or evicted at the cap).
+						g.refused.add(laneRefusal(err), p)
+						http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+					}
 					return
 				}
 				defer release()
@@ -503,11 +600,22 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), laneKey{}, use))
 		}
 		if gc != nil {
-			g.set(gc, true, false)
-			defer g.set(gc, false, false)
+			g.set(gc, phaseBusy)
+			defer g.set(gc, phaseReading)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// laneRefusal names a failed wait for the heavy lane.
+func laneRefusal(err error) string {
+	switch {
+	case errors.Is(err, errLaneEvicted):
+		return RefusedLaneEvicted
+	case errors.Is(err, errLaneFull):
+		return RefusedLaneFull
+	}
+	return RefusedLaneTimeout
 }
 
 // busyLargeReviews is the answer to a large review that found no room.

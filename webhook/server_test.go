@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,7 +36,10 @@ type testPKI struct {
 	pool   *x509.CertPool
 	server tls.Certificate
 	client tls.Certificate
-	caFile string
+	// impostor is signed by the same CA with another identity, as every
+	// admin's and kubelet's certificate is in a kubeadm cluster.
+	impostor tls.Certificate
+	caFile   string
 }
 
 func newTestPKI(t *testing.T) testPKI {
@@ -51,12 +56,12 @@ func newTestPKI(t *testing.T) testPKI {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage) tls.Certificate {
+	leaf := func(serial int64, usage x509.ExtKeyUsage, cn string) tls.Certificate {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf"},
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 			KeyUsage: x509.KeyUsageDigitalSignature}
@@ -66,7 +71,9 @@ func newTestPKI(t *testing.T) testPKI {
 		}
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	}
-	p := testPKI{pool: x509.NewCertPool(), server: leaf(2, x509.ExtKeyUsageServerAuth), client: leaf(3, x509.ExtKeyUsageClientAuth)}
+	p := testPKI{pool: x509.NewCertPool(), server: leaf(2, x509.ExtKeyUsageServerAuth, "leaf"),
+		client:   leaf(3, x509.ExtKeyUsageClientAuth, "kube-apiserver-webhook-client"),
+		impostor: leaf(4, x509.ExtKeyUsageClientAuth, "kubernetes-admin")}
 	p.pool.AddCert(ca)
 	p.caFile = filepath.Join(t.TempDir(), "client-ca.crt")
 	if err := os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
@@ -132,10 +139,11 @@ func post(t *testing.T, addr string, cfg *tls.Config) (string, error) {
 
 func TestServer_ClientAuthentication(t *testing.T) {
 	pki := newTestPKI(t)
+	const impostor = 2
 	tests := []struct {
 		name       string
 		opts       ServerOptions
-		clientCert bool
+		clientCert any    // true: the API server's; impostor; false: none
 		want       string // body, or "" for a refused handshake
 	}{
 		{"no client CA configured", ServerOptions{}, true, "authenticated=false"},
@@ -143,13 +151,20 @@ func TestServer_ClientAuthentication(t *testing.T) {
 		{"client CA, no certificate: answered, unauthenticated", ServerOptions{ClientCAFile: pki.caFile}, false, "authenticated=false"},
 		{"client certificate required, none given", ServerOptions{ClientCAFile: pki.caFile, RequireClientCert: true}, false, ""},
 		{"client certificate required and given", ServerOptions{ClientCAFile: pki.caFile, RequireClientCert: true}, true, "authenticated=true"},
+		{"client CA, a certificate from it with another identity: unauthenticated", ServerOptions{ClientCAFile: pki.caFile}, impostor, "authenticated=false"},
+		{"client certificate required, another identity given", ServerOptions{ClientCAFile: pki.caFile, RequireClientCert: true}, impostor, ""},
+		{"identities configured: the impostor's name authenticates", ServerOptions{ClientCAFile: pki.caFile, ClientIdentities: []string{"kubernetes-admin"}}, impostor, "authenticated=true"},
+		{"identities configured: the default name no longer does", ServerOptions{ClientCAFile: pki.caFile, ClientIdentities: []string{"kubernetes-admin"}}, true, "authenticated=false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := startTestServer(t, pki, tt.opts, nil)
 			cfg := &tls.Config{RootCAs: pki.pool}
-			if tt.clientCert {
+			switch tt.clientCert {
+			case true:
 				cfg.Certificates = []tls.Certificate{pki.client}
+			case impostor:
+				cfg.Certificates = []tls.Certificate{pki.impostor}
 			}
 			got, err := post(t, addr, cfg)
 			if tt.want == "" {
@@ -357,68 +372,78 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 	}
 }
 
-// TestServer_LargeBodiesWithinTheirBudget: with the body budget taken by a
-// large body announced and not sent, another large review is refused as busy
-// before its body is read, a small one is answered; once the silent client
-// is gone, large reviews pass again.
+// TestServer_LargeBodiesWithinTheirBudget: bodies are reserved in the
+// budget as they arrive, so clients that announce the largest review and
+// send nothing hold none of it and a large review passes beside them; they
+// are cut off at the body pace, long before the read deadline, and counted.
 func TestServer_LargeBodiesWithinTheirBudget(t *testing.T) {
 	pki := newTestPKI(t)
 	large := LargeReviewBytes + 1
-	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 2 * time.Second, LargeBodyBudget: int64(maxReviewBytes + 1)}, nil)
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "r"}, []string{"reason", "caller"})
+	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 10 * time.Second, BodyGrace: 500 * time.Millisecond,
+		LargeBodyBudget: int64(maxReviewBytes + 1), Refusals: refusals}, nil)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
 	defer client.CloseIdleConnections()
-	send := func(size int) (int, string) {
-		resp, err := client.Post("https://"+addr+"/lane", "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), size)))
-		if err != nil {
-			return 0, err.Error()
+	var silent []net.Conn
+	for range 6 {
+		c := slowClientOf(t, addr, pki, maxReviewBytes)
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	resp, err := client.Post("https://"+addr+"/lane", "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), large)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "held" {
+		t.Errorf("large review beside six silent announced bodies: %d %q, want 200 held", resp.StatusCode, body)
+	}
+	start := time.Now()
+	for _, c := range silent {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Errorf("a silent client was not cut off within 5 s: %v", err)
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, strings.TrimSpace(string(body))
 	}
-	// Announcing the largest review a client may send takes the whole
-	// budget; retry until the server has seen its headers.
-	silent := slowClientOf(t, addr, pki, maxReviewBytes)
-	deadline := time.Now().Add(5 * time.Second)
-	code, body := send(large)
-	for code == http.StatusOK && time.Now().Before(deadline) {
-		code, body = send(large)
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Errorf("silent clients cut off after %s, want about the 0.5 s grace", waited)
 	}
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
-		t.Errorf("large review with the budget taken: %d %q, want 503 busy", code, body)
-	}
-	if code, body := send(1000); code != http.StatusOK {
-		t.Errorf("small review with the budget taken: %d %q, want 200", code, body)
-	}
-	silent.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for code != http.StatusOK && time.Now().Before(deadline) {
-		code, body = send(large)
-	}
-	if code != http.StatusOK || body != "held" {
-		t.Errorf("large review once the silent client left: %d %q, want 200 held", code, body)
+	if got := testutil.ToFloat64(refusals.WithLabelValues(RefusedSlowBody, CallerUnknown)); got != 6 {
+		t.Errorf("slow-body refusals = %v, want 6", got)
 	}
 }
 
-func TestConnGuard_PrefersStuckOverIdle(t *testing.T) {
-	g := newConnGuard(nil, 3, nil)
+func TestConnGuard_EvictionOrder(t *testing.T) {
+	g := newConnGuard(nil, 10, nil)
 	old := time.Now().Add(-time.Minute)
-	idle := &guardedConn{g: g, idle: true, since: old}
-	busy := &guardedConn{g: g, busy: true, since: old.Add(-time.Hour)}
-	reading := &guardedConn{g: g, since: time.Now()}
-	for _, c := range []*guardedConn{idle, busy, reading} {
+	conn := func(source string, trusted bool, p phase, since time.Time) *guardedConn {
+		c := &guardedConn{g: g, source: source, trusted: trusted, phase: p, since: since}
 		g.conns[c] = struct{}{}
+		g.sources[source]++
+		return c
 	}
-	if got := g.oldestEvictable(); got != reading {
-		t.Errorf("evicts %+v, want the connection stuck mid-request", got)
+	apiIdle := conn("10.0.0.1", true, phaseIdle, old.Add(-time.Hour))
+	apiReading := conn("10.0.0.1", true, phaseReading, old.Add(-time.Hour))
+	busy := conn("10.0.0.9", false, phaseBusy, old.Add(-time.Hour))
+	// A lone source's connection, older than the flood's: the flood's go
+	// first all the same.
+	oneReading := conn("10.0.0.2", false, phaseReading, old.Add(-time.Hour))
+	floodIdle := conn("10.0.0.3", false, phaseIdle, old)
+	floodWaiting := conn("10.0.0.3", false, phaseWaiting, old)
+	floodReadingNew := conn("10.0.0.3", false, phaseReading, time.Now())
+	floodReadingOld := conn("10.0.0.3", false, phaseReading, old)
+	for i, want := range []*guardedConn{floodReadingOld, floodReadingNew, floodWaiting, oneReading, floodIdle, apiReading, apiIdle, nil} {
+		got := g.victim()
+		if got != want {
+			t.Fatalf("eviction %d: got %+v, want %+v", i, got, want)
+		}
+		if got != nil {
+			g.forget(got)
+		}
 	}
-	delete(g.conns, reading)
-	if got := g.oldestEvictable(); got != idle {
-		t.Errorf("evicts %+v, want the idle connection", got)
-	}
-	delete(g.conns, idle)
-	if got := g.oldestEvictable(); got != nil {
-		t.Errorf("evicts %+v, want none: a busy connection is being answered", got)
+	if _, ok := g.conns[busy]; !ok {
+		t.Error("a connection being judged was evicted")
 	}
 }
 

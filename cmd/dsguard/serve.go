@@ -67,6 +67,7 @@ type serveOptions struct {
 	caSyncInterval  time.Duration
 	clientCAFile    string
 	requireClient   bool
+	clientIDs       []string
 	maxConnections  int
 	readTimeout     time.Duration
 	failOpen        []string
@@ -116,7 +117,8 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.caPublishGrace, "ca-publish-grace", 10*time.Second, "self-managed: how long a new CA is in the caBundle before certificates it signs are served")
 	f.DurationVar(&o.caSyncInterval, "ca-sync-interval", 5*time.Second, "self-managed: how often the caBundle is checked against the CA")
 	f.StringVar(&o.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs whose client certificates authenticate the API server; verdicts name nodes only to authenticated callers")
-	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file")
+	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file naming one of --client-identities")
+	f.StringSliceVar(&o.clientIDs, "client-identities", dswebhook.DefaultClientIdentities, "names (subject common name or DNS name) the API server's client certificate may carry; a certificate from --client-ca-file with another name does not authenticate the API server")
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
@@ -270,8 +272,8 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	// request body and accepts connections without limit.
 	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
 		Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName,
-		TLSOpts: webhookTLSOpts, ClientCAFile: o.clientCAFile, RequireClientCert: o.requireClient,
-		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout, HeavyWaiting: m.HeavyWaiting,
+		TLSOpts: webhookTLSOpts, ClientCAFile: o.clientCAFile, RequireClientCert: o.requireClient, ClientIdentities: o.clientIDs,
+		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout, HeavyWaiting: m.HeavyWaiting, Refusals: m.Refusals,
 	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,

@@ -7,6 +7,7 @@ package security
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -17,13 +18,21 @@ import (
 var (
 	cluster *framework.Cluster
 	kube    kubernetes.Interface
+	// metricsURL is where dsguard serves /metrics, plain HTTP on localhost.
+	metricsURL string
 )
 
 // infraNamespaces are created for the fail-open scenarios.
 var infraNamespaces = []string{"calico-system", "kube-flannel"}
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunSuite(m, "security e2e", framework.Options{Nodes: framework.SmallCluster},
+	port, err := framework.FreePort()
+	if err != nil {
+		panic(err)
+	}
+	metricsURL = "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	os.Exit(framework.RunSuite(m, "security e2e", framework.Options{Nodes: framework.SmallCluster,
+		DsguardArgs: []string{"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(port), "--metrics-secure=false"}},
 		func(ctx context.Context, s *framework.Suite) error {
 			cluster, kube = s.Cluster, s.Kube
 			for _, ns := range append([]string{"team-a", "team-b", "platform"}, infraNamespaces...) {
