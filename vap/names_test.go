@@ -1,7 +1,11 @@
 package vap
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dsguard/dsguard/policy/rules"
@@ -45,5 +49,37 @@ func TestPossibleNames_CoverEveryRender(t *testing.T) {
 	// them dsguard's own.
 	if len(seen) == 0 {
 		t.Fatal("nothing rendered")
+	}
+}
+
+// TestPossibleNames_TheChartGrantsTheSame: the chart's RBAC and confining
+// policy list the generated names from two lists in _helpers.tpl (rules and
+// suffixes); they must be the ones PossibleNames is made of.
+func TestPossibleNames_TheChartGrantsTheSame(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "charts", "dsguard", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := string(data)
+	start := strings.Index(tpl, `define "dsguard.generatedPolicyNames"`)
+	if start < 0 {
+		t.Fatal(`_helpers.tpl has no "dsguard.generatedPolicyNames"`)
+	}
+	lists := regexp.MustCompile(`range \$[rs] := list ((?:"[^"]+" ?)+)`).FindAllStringSubmatch(tpl[start:], 2)
+	if len(lists) != 2 {
+		t.Fatalf("want the rules' and the suffixes' lists, found %d", len(lists))
+	}
+	words := func(s string) []string { return strings.Fields(strings.ReplaceAll(s, `"`, " ")) }
+	var ids []string
+	for _, r := range rules.Builtin().Rules() {
+		if Renders(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if got := words(lists[0][1]); !slices.Equal(got, ids) {
+		t.Errorf("the chart's rules %v, want %v", got, ids)
+	}
+	if got := words(lists[1][1]); !slices.Equal(got, NameSuffixes) {
+		t.Errorf("the chart's suffixes %v, want %v", got, NameSuffixes)
 	}
 }
