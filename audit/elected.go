@@ -40,7 +40,8 @@ func (e *Elected) NeedLeaderElection() bool { return false }
 
 // Start implements manager.Runnable: it campaigns, runs Runnable while
 // leading, and campaigns again after losing the lease, until ctx ends. On
-// shutdown the lease is released, so another replica takes over at once.
+// shutdown, and when Runnable stops on its own (an error), the lease is
+// released, so another replica takes over at once.
 func (e *Elected) Start(ctx context.Context) error {
 	cfg := leaderelection.LeaderElectionConfig{
 		Lock:            e.Lock,
@@ -59,30 +60,57 @@ func (e *Elected) Start(ctx context.Context) error {
 	// without waiting for it: the mutex keeps two runs from overlapping
 	// when the lease is lost and won again quickly.
 	var running sync.Mutex
-	cfg.Callbacks = leaderelection.LeaderCallbacks{
-		OnStartedLeading: func(lctx context.Context) {
-			running.Lock()
-			defer running.Unlock()
-			if lctx.Err() != nil {
-				return
-			}
-			e.Log.Info("acquired the lease: auditing", "lease", e.Lock.Describe())
-			if err := e.Runnable.Start(lctx); err != nil {
-				e.Log.Error(err, "the elected runnable stopped")
-			}
-		},
-		OnStoppedLeading: func() {
-			if ctx.Err() == nil {
-				e.Log.Info("lost the lease: auditing stops, admission goes on; campaigning again", "lease", e.Lock.Describe())
-			}
-		},
-	}
 	for ctx.Err() == nil {
+		// One campaign. When the runnable stops while this replica still
+		// leads (an error, or it returned), the campaign's context ends:
+		// client-go then releases the lease (ReleaseOnCancel) instead of
+		// renewing it for an auditor that no longer runs, and another
+		// replica takes over.
+		campaign, endCampaign := context.WithCancel(ctx)
+		stopped := make(chan struct{}, 1)
+		cfg.Callbacks = leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				running.Lock()
+				defer running.Unlock()
+				if lctx.Err() != nil {
+					return
+				}
+				e.Log.Info("acquired the lease: auditing", "lease", e.Lock.Describe())
+				err := e.Runnable.Start(lctx)
+				if lctx.Err() == nil {
+					if err != nil {
+						e.Log.Error(err, "the elected runnable stopped: releasing the lease", "lease", e.Lock.Describe())
+					} else {
+						e.Log.Info("the elected runnable returned: releasing the lease", "lease", e.Lock.Describe())
+					}
+					stopped <- struct{}{}
+					endCampaign()
+				}
+			},
+			OnStoppedLeading: func() {
+				if campaign.Err() == nil {
+					e.Log.Info("lost the lease: auditing stops, admission goes on; campaigning again", "lease", e.Lock.Describe())
+				}
+			},
+		}
 		le, err := leaderelection.NewLeaderElector(cfg)
 		if err != nil {
+			endCampaign()
 			return err
 		}
-		le.Run(ctx)
+		le.Run(campaign)
+		endCampaign()
+		select {
+		case <-stopped:
+			// Give the other replicas a lease duration to take over before
+			// this one campaigns again, so a runnable that fails at once
+			// does not keep the lease by winning it back every time.
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.LeaseDuration):
+			}
+		default:
+		}
 	}
 	running.Lock() // the last run has ended
 	running.Unlock()

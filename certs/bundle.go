@@ -32,13 +32,16 @@ func parseCerts(data []byte) []*x509.Certificate {
 }
 
 // mergeBundle returns the caBundle to publish: the current CA first, then the
-// CAs of the existing bundle that have not expired, newest first, at most
-// maxBundleCAs in all. The old CA stays while serving certificates it signed
-// may still be in use, so a rotation never leaves a replica untrusted.
+// CAs of the existing bundle that have not expired and are dsguard's own,
+// newest first, at most maxBundleCAs in all. The old CA stays while serving
+// certificates it signed may still be in use, so a rotation never leaves a
+// replica untrusted. Any other CA found there (put in by hand, or left by an
+// earlier certificate mode) leaves at the next sync: only dsguard's CAs may
+// vouch for its webhook.
 func mergeBundle(current *x509.Certificate, existing []byte, now time.Time) []byte {
 	certs := []*x509.Certificate{current}
 	for _, c := range parseCerts(existing) {
-		if c.Equal(current) || !now.Before(c.NotAfter) {
+		if c.Equal(current) || !now.Before(c.NotAfter) || !sameLineage(c, current) {
 			continue
 		}
 		certs = append(certs, c)
@@ -62,4 +65,14 @@ func signedByOneOf(leaf *x509.Certificate, cas []*x509.Certificate) bool {
 		}
 	}
 	return false
+}
+
+// sameLineage reports whether ca is an earlier CA of the authority that
+// issued current: a self-signed CA certificate with the same subject (every
+// CA dsguard's authority makes has the subject CommonName
+// dsguard-webhook-ca). A CA forged with that subject would pass; writing it
+// into the caBundle takes an administrator or dsguard's own ServiceAccount,
+// which already holds the CA key.
+func sameLineage(ca, current *x509.Certificate) bool {
+	return ca.IsCA && bytes.Equal(ca.RawSubject, current.RawSubject) && ca.CheckSignatureFrom(ca) == nil
 }

@@ -74,6 +74,9 @@ func TestMergeBundle(t *testing.T) {
 	old := newCA(t, 3, now.Add(-20*time.Hour), now.Add(2*time.Hour))
 	previous := newCA(t, 4, now.Add(-10*time.Hour), now.Add(3*time.Hour))
 	current := newCA(t, 5, now.Add(-time.Hour), now.Add(24*time.Hour))
+	// Another issuer's CA, valid and newer than the current one.
+	foreign := newCA(t, 6, now.Add(-time.Minute), now.Add(48*time.Hour))
+	foreign.cert = reissue(t, foreign, "someone-else-ca")
 	bundleOf := func(cas ...testCA) []byte {
 		var certs []*x509.Certificate
 		for _, c := range cas {
@@ -96,6 +99,7 @@ func TestMergeBundle(t *testing.T) {
 		{"the previous CA stays while it is valid", bundleOf(previous), []int64{5, 4}},
 		{"expired CAs leave", bundleOf(expired, previous), []int64{5, 4}},
 		{"at most three, newest first", bundleOf(older, old, previous), []int64{5, 4, 3}},
+		{"a foreign CA leaves", bundleOf(foreign, previous), []int64{5, 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,4 +166,21 @@ func TestSelfManaged_TrustedCAsWaitForTheGrace(t *testing.T) {
 	if len(restarted.trustedCAs()) != 1 {
 		t.Error("a CA already published before the first sync must be trusted without waiting")
 	}
+}
+
+// reissue makes ca's certificate again with another subject.
+func reissue(t *testing.T, ca testCA, commonName string) *x509.Certificate {
+	t.Helper()
+	tmpl := *ca.cert
+	tmpl.Subject = pkix.Name{CommonName: commonName}
+	tmpl.RawSubject, tmpl.RawIssuer = nil, nil
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, ca.key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
 }

@@ -2,20 +2,16 @@ package clusterview
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/policy"
 )
@@ -30,23 +26,17 @@ type PolicyLoader struct {
 	Source   *PolicySource
 	Recorder events.EventRecorder
 	Log      logr.Logger
-	// Client records the last good policy in the ConfigMap's annotation
-	// LastGoodPolicyAnnotation; nil records nothing.
-	Client client.Client
+	// LastGood records every policy loaded successfully and is served by
+	// a replica that starts while the ConfigMap is missing or invalid; nil
+	// records nothing (a start without a valid ConfigMap then serves the
+	// built-in defaults, Degraded).
+	LastGood *LastGoodStore
 
 	// loaded is the document of the active policy, so that an update of
-	// the ConfigMap that leaves it as it is (the annotation dsguard writes)
-	// does not load it again.
+	// the ConfigMap that leaves it as it is (labels, annotations) does not
+	// load it again.
 	loaded string
 }
-
-// LastGoodPolicyAnnotation holds, on the policy ConfigMap, the last policy
-// document a replica loaded successfully. A replica that starts while the
-// ConfigMap's policy is invalid serves it instead of the built-in defaults.
-const LastGoodPolicyAnnotation = "dsguard.io/last-good-policy"
-
-// maxRecordedPolicy bounds the record: annotations share 256 KiB.
-const maxRecordedPolicy = 128 << 10
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (l *PolicyLoader) NeedLeaderElection() bool { return false }
@@ -80,10 +70,65 @@ func (l *PolicyLoader) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if l.Source.Current() == nil {
-		l.Log.Info("no policy ConfigMap: enforcing the built-in defaults", "configMap", l.Ref.NamespacedName())
-		l.Source.UseDefaults("no " + l.Ref.String())
+		l.fallBack(ctx, fmt.Errorf("%s does not exist", l.Ref), nil)
 	}
 	<-ctx.Done()
+	return nil
+}
+
+// fallBack makes a policy active when there is none and the ConfigMap's
+// cannot be used (cause): the last good policy when its record is intact
+// and valid, otherwise the built-in defaults. Either way the source stays
+// Degraded by cause, which every response then carries as a warning: a
+// replica never serves the defaults silently. regarding, when set, is the
+// broken ConfigMap the Event is about.
+func (l *PolicyLoader) fallBack(ctx context.Context, cause error, regarding *corev1.ConfigMap) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	why := "no last good policy is recorded"
+	if l.LastGood != nil {
+		doc, rec, err := l.LastGood.Load(ctx)
+		if err == nil {
+			err = l.Source.LoadLastGood(doc, "the last good policy in "+l.LastGood.String(), cause)
+		}
+		if err == nil {
+			l.loaded = string(doc)
+			active := l.Source.Current()
+			l.Log.Error(cause, "no usable policy ConfigMap: enforcing the last good policy", "configMap", l.Ref.NamespacedName(),
+				"activePolicy", active.Origin, "generation", active.Generation)
+			l.event(firstObject(regarding, rec), "LastGoodPolicy",
+				"%v: enforcing %s (generation %d); create or fix the ConfigMap to change the policy", cause, active.Origin, active.Generation)
+			return
+		}
+		if !errors.Is(err, ErrNoLastGood) {
+			why = "the last good policy cannot be used: " + err.Error()
+			l.Log.Error(err, "ignoring the last good policy record", "record", l.LastGood.String())
+		}
+		if regarding == nil {
+			regarding = rec
+		}
+	}
+	l.Source.UseDefaultsDegraded(fmt.Errorf("%w, and %s: enforcing the built-in defaults", cause, why), "built-in defaults ("+why+")")
+	l.Log.Error(cause, "no usable policy ConfigMap and no last good policy: enforcing the built-in defaults",
+		"configMap", l.Ref.NamespacedName(), "reason", why)
+	l.event(regarding, "DefaultPolicy", "%v, and %s: enforcing the built-in defaults", cause, why)
+}
+
+// event records a Warning about obj, when there is an object to attach it
+// to and a recorder.
+func (l *PolicyLoader) event(obj *corev1.ConfigMap, reason, format string, args ...any) {
+	if l.Recorder == nil || obj == nil {
+		return
+	}
+	l.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "LoadPolicy", format, args...)
+}
+
+func firstObject(cms ...*corev1.ConfigMap) *corev1.ConfigMap {
+	for _, cm := range cms {
+		if cm != nil {
+			return cm
+		}
+	}
 	return nil
 }
 
@@ -99,7 +144,7 @@ func (l *PolicyLoader) apply(obj any) {
 	origin := fmt.Sprintf("%s (resourceVersion %s)", l.Ref, cm.ResourceVersion)
 	data, ok := cm.Data[l.Ref.Key]
 	if ok && data == l.loaded && l.Source.Degraded() == nil {
-		return // only the metadata changed, e.g. the record below
+		return // only the metadata changed
 	}
 	var p *policy.Policy
 	var err error
@@ -109,12 +154,10 @@ func (l *PolicyLoader) apply(obj any) {
 		p, err = l.Source.Parse([]byte(data))
 	}
 	if err != nil {
-		if rec, has := cm.Annotations[LastGoodPolicyAnnotation]; has && l.Source.Current() == nil {
-			// Starting on a broken policy: serve the last good one a
-			// replica recorded, and stay Degraded.
-			if lerr := l.Source.LoadLastGood([]byte(rec), "the last good policy recorded on "+l.Ref.String(), err); lerr == nil {
-				l.loaded = rec
-			}
+		if l.Source.Current() == nil {
+			// Starting on a broken policy: serve the last good one, and
+			// stay Degraded.
+			l.fallBack(context.Background(), fmt.Errorf("%s is invalid: %w", l.Ref, err), cm)
 		}
 		l.Source.Reject(err, origin)
 		active := l.Source.Current()
@@ -126,7 +169,7 @@ func (l *PolicyLoader) apply(obj any) {
 		}
 		return
 	}
-	l.Source.Activate(p, origin)
+	l.Source.Activate(p, []byte(data), origin)
 	active := l.Source.Current()
 	l.loaded = data
 	l.Log.Info("policy loaded", "configMap", l.Ref.NamespacedName(), "generation", active.Generation,
@@ -146,29 +189,20 @@ func (l *PolicyLoader) apply(obj any) {
 				"policy generation %d is weaker than dsguard's baseline: %s", active.Generation, strings.Join(details, "; "))
 		}
 	}
-	l.record(cm, data)
+	l.record([]byte(data))
 }
 
-// record writes data to the ConfigMap's last-good annotation, unless it is
-// there already.
-func (l *PolicyLoader) record(cm *corev1.ConfigMap, data string) {
-	if l.Client == nil || cm.Annotations[LastGoodPolicyAnnotation] == data || len(data) > maxRecordedPolicy {
+// record keeps data as the last good policy.
+func (l *PolicyLoader) record(data []byte) {
+	if l.LastGood == nil {
 		return
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations":     map[string]string{LastGoodPolicyAnnotation: data},
-		"resourceVersion": cm.ResourceVersion, // only onto what was loaded
-	}})
-	if err != nil {
-		return
-	}
-	// The informer's context is gone by the time a handler runs; a patch is
-	// short.
+	// The informer's context is gone by the time a handler runs; a write
+	// is short.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
-	if err := l.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsConflict(err) {
-		l.Log.Error(err, "recording the last good policy on the ConfigMap", "configMap", l.Ref.NamespacedName())
+	if err := l.LastGood.Save(ctx, data); err != nil {
+		l.Log.Error(err, "recording the last good policy", "configMap", l.Ref.NamespacedName())
 	}
 }
 

@@ -1,6 +1,7 @@
 package clusterview
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -37,6 +38,10 @@ func TestPolicyLoader_Apply(t *testing.T) {
 	l.apply(cm("1", map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcment: warn\n"}))
 	if a := src.Current(); a == nil || !strings.HasPrefix(a.Origin, "built-in defaults") || src.Degraded() == nil {
 		t.Fatalf("after an invalid first policy: active %+v, degraded %v", a, src.Degraded())
+	}
+	// No last good policy to fall back on: the defaults, said out loud.
+	if e := event(); !strings.Contains(e, "Warning DefaultPolicy") || !strings.Contains(e, "no last good policy is recorded") {
+		t.Errorf("event = %q", e)
 	}
 	if e := event(); !strings.Contains(e, "Warning InvalidPolicy") || !strings.Contains(e, `line 3: unknown field "enforcment"`) {
 		t.Errorf("event = %q", e)
@@ -77,47 +82,104 @@ func TestPolicyLoader_Apply(t *testing.T) {
 	}
 }
 
-// TestPolicyLoader_Integrity: the last good policy is recorded on the
-// ConfigMap and served by a replica that starts on a broken one; a deleted
-// ConfigMap leaves the last good policy in force; a weak policy is counted.
+// TestPolicyLoader_Integrity: the last good policy is recorded in its own
+// ConfigMap and served by a replica that starts on a broken or missing
+// policy ConfigMap; a forged annotation or a record that does not match its
+// digest is never served; a deleted ConfigMap leaves the last good policy
+// in force; a weak policy is counted.
 func TestPolicyLoader_Integrity(t *testing.T) {
 	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
 	const strict = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  readiness-probe: {action: deny}\n"
+	const broken = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"
 	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: "7"},
 		Data: map[string]string{ref.Key: strict}}
 	c := fake.NewClientBuilder().WithObjects(stored.DeepCopy()).Build()
+	store := &LastGoodStore{Client: c, Reader: c, Namespace: ref.Namespace, Name: ref.Name + LastGoodSuffix}
 
 	// Replica A loads the policy and records it.
-	a := &PolicyLoader{Ref: ref, Source: NewPolicySource(nil), Log: logr.Discard(), Client: c}
+	a := &PolicyLoader{Ref: ref, Source: NewPolicySource(nil), Log: logr.Discard(), LastGood: store}
 	var cur corev1.ConfigMap
 	if err := c.Get(t.Context(), ref.NamespacedName(), &cur); err != nil {
 		t.Fatal(err)
 	}
 	a.apply(&cur)
-	if err := c.Get(t.Context(), ref.NamespacedName(), &cur); err != nil {
-		t.Fatal(err)
-	}
-	if cur.Annotations[LastGoodPolicyAnnotation] != strict {
-		t.Fatalf("the last good policy was not recorded: %v", cur.Annotations)
+	if doc, _, err := store.Load(t.Context()); err != nil || string(doc) != strict {
+		t.Fatalf("the last good policy was not recorded: %q, %v", doc, err)
 	}
 
-	// Someone breaks the ConfigMap; replica B starts now.
-	cur.Data[ref.Key] = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"
+	// Someone breaks the ConfigMap, with a forged "last good" annotation
+	// of the kind older versions read; replica B starts now.
+	cur.Data[ref.Key] = broken
+	cur.Annotations = map[string]string{"dsguard.io/last-good-policy": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: audit\n"}
 	m := NewPolicyMetrics(prometheus.NewRegistry())
-	b := &PolicyLoader{Ref: ref, Source: NewPolicySource(m), Log: logr.Discard(), Client: c}
+	rec := events.NewFakeRecorder(10)
+	b := &PolicyLoader{Ref: ref, Source: NewPolicySource(m), Log: logr.Discard(), LastGood: store, Recorder: rec}
 	b.apply(&cur)
 	active := b.Source.Current()
 	if active == nil || !strings.Contains(active.Origin, "last good policy") || b.Source.Degraded() == nil {
 		t.Fatalf("replica B: active %+v degraded %v; want the recorded policy, degraded", active, b.Source.Degraded())
 	}
-	if act, _ := active.Policy.RuleAction("readiness-probe"); act != "deny" {
-		t.Errorf("replica B serves readiness-probe %q, want the recorded deny", act)
+	if act, _ := active.Policy.RuleAction("readiness-probe"); act != "deny" || active.Policy.Enforcement() != policy.EnforcementEnforce {
+		t.Errorf("replica B serves readiness-probe %q, enforcement %q; want the recorded deny, not the forged annotation", act, active.Policy.Enforcement())
+	}
+	if v := testutil.ToFloat64(m.PolicyDegraded); v != 1 {
+		t.Errorf("dsguard_policy_degraded = %v, want 1", v)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "Warning LastGoodPolicy") {
+		t.Errorf("event = %q, want a LastGoodPolicy warning", e)
 	}
 
 	// The ConfigMap is deleted: the last good policy stays, degraded.
 	a.deleted(&cur)
 	if got, _ := a.Source.Current().Policy.RuleAction("readiness-probe"); got != "deny" || a.Source.Degraded() == nil {
 		t.Errorf("after deletion: readiness-probe %q degraded %v; want the last good policy kept and degraded", got, a.Source.Degraded())
+	}
+
+	// Replica C starts with no ConfigMap at all: the last good policy.
+	cSrc := NewPolicySource(nil)
+	(&PolicyLoader{Ref: ref, Source: cSrc, Log: logr.Discard(), LastGood: store}).fallBack(t.Context(), errors.New("gone"), nil)
+	if got, _ := cSrc.Current().Policy.RuleAction("readiness-probe"); got != "deny" || cSrc.Degraded() == nil {
+		t.Errorf("a start without the ConfigMap: readiness-probe %q degraded %v; want the last good policy, degraded", got, cSrc.Degraded())
+	}
+
+	// A record changed by hand (its digest no longer matches) is refused:
+	// the defaults, loudly.
+	var record corev1.ConfigMap
+	if err := c.Get(t.Context(), store.key(), &record); err != nil {
+		t.Fatal(err)
+	}
+	record.Data[LastGoodDocumentKey] = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: audit\n"
+	if err := c.Update(t.Context(), &record); err != nil {
+		t.Fatal(err)
+	}
+	dSrc := NewPolicySource(nil)
+	(&PolicyLoader{Ref: ref, Source: dSrc, Log: logr.Discard(), LastGood: store}).fallBack(t.Context(), errors.New("gone"), nil)
+	if a := dSrc.Current(); !strings.HasPrefix(a.Origin, "built-in defaults") || a.Policy.Enforcement() != policy.EnforcementEnforce ||
+		dSrc.Degraded() == nil || !strings.Contains(dSrc.Degraded().Error(), "does not match its sha256") {
+		t.Errorf("a tampered record: active %q (enforcement %s), degraded %v; want the defaults, degraded, saying why",
+			a.Origin, a.Policy.Enforcement(), dSrc.Degraded())
+	}
+	// With a matching digest, a record that does not validate is refused
+	// too.
+	record.Data[LastGoodDocumentKey] = broken
+	record.Data[LastGoodDigestKey] = Digest([]byte(broken))
+	if err := c.Update(t.Context(), &record); err != nil {
+		t.Fatal(err)
+	}
+	eSrc := NewPolicySource(nil)
+	(&PolicyLoader{Ref: ref, Source: eSrc, Log: logr.Discard(), LastGood: store}).fallBack(t.Context(), errors.New("gone"), nil)
+	if a := eSrc.Current(); !strings.HasPrefix(a.Origin, "built-in defaults") || eSrc.Degraded() == nil {
+		t.Errorf("an invalid record: active %q, degraded %v; want the defaults, degraded", a.Origin, eSrc.Degraded())
+	}
+
+	// No record at all (a first install without a ConfigMap): the
+	// defaults, degraded, never silently.
+	empty := fake.NewClientBuilder().Build()
+	fSrc := NewPolicySource(nil)
+	(&PolicyLoader{Ref: ref, Source: fSrc, Log: logr.Discard(),
+		LastGood: &LastGoodStore{Client: empty, Reader: empty, Namespace: ref.Namespace, Name: store.Name}}).fallBack(t.Context(), errors.New("gone"), nil)
+	if a := fSrc.Current(); !strings.HasPrefix(a.Origin, "built-in defaults") || fSrc.Degraded() == nil {
+		t.Errorf("no record: active %q, degraded %v; want the defaults, degraded", a.Origin, fSrc.Degraded())
 	}
 
 	// A weak policy sets its gauge; a strict one clears it.
@@ -137,14 +199,18 @@ func TestPolicyLoader_Integrity(t *testing.T) {
 func TestPolicyLoader_LastGoodIsAdjusted(t *testing.T) {
 	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
 	const strict = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  readiness-probe: {action: deny}\n"
+	c := fake.NewClientBuilder().Build()
+	store := &LastGoodStore{Client: c, Reader: c, Namespace: ref.Namespace, Name: ref.Name + LastGoodSuffix}
+	if err := store.Save(t.Context(), []byte(strict)); err != nil {
+		t.Fatal(err)
+	}
 	broken := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: "8",
-			Annotations: map[string]string{LastGoodPolicyAnnotation: strict}},
-		Data: map[string]string{ref.Key: "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: "8"},
+		Data:       map[string]string{ref.Key: "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nenforcement: sometimes\n"},
 	}
 	src := NewPolicySource(nil)
 	src.Adjust = func(cfg *policy.Config) { cfg.Rules.Options("readiness-probe").Action = policy.ActionOff }
-	l := &PolicyLoader{Ref: ref, Source: src, Log: logr.Discard()}
+	l := &PolicyLoader{Ref: ref, Source: src, Log: logr.Discard(), LastGood: store}
 	l.apply(broken)
 	active := src.Current()
 	if active == nil || !strings.Contains(active.Origin, "last good policy") {

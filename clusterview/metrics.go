@@ -34,7 +34,7 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 		}),
 		PolicyWeakened: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dsguard_policy_weakened",
-			Help: "1 for each way the active policy is weaker than the built-in baseline: enforcement, bypass-broad-group, bypass-anonymous, deny-rule-lowered, namespace-lowered, exemptions-unbounded.",
+			Help: "1 for each way the active policy is weaker than the built-in baseline: enforcement, bypass-broad-group, bypass-anonymous, deny-rule-lowered, namespace-lowered, exemptions-unbounded, rule-scoped-away, rule-parameters-voided.",
 		}, []string{"reason"}),
 	}
 	for _, r := range policy.WeaknessReasons {

@@ -17,8 +17,10 @@ type PolicySource struct {
 	active  atomic.Pointer[ActivePolicy]
 	metrics *PolicyMetrics
 
-	mu       sync.Mutex // serialises loads so generations increase in order
-	degraded error
+	mu sync.Mutex // serialises loads so generations increase in order
+	// degraded is read lock-free on every request (its warning goes on
+	// every response); written under mu.
+	degraded atomic.Pointer[degradation]
 
 	// Adjust, when set, changes every policy document before it is
 	// compiled, e.g. turns off the rules that ValidatingAdmissionPolicies
@@ -32,6 +34,9 @@ type ActivePolicy struct {
 	Generation int64
 	// Origin says where the policy came from, for logs and Events.
 	Origin string
+	// document is what Policy was compiled from, nil for the defaults:
+	// Refresh compiles it again.
+	document []byte
 }
 
 // NewPolicySource returns a source with no policy loaded yet; it is not ready
@@ -51,7 +56,7 @@ func (s *PolicySource) Load(data []byte, origin string) error {
 		s.Reject(err, origin)
 		return err
 	}
-	s.Activate(p, origin)
+	s.Activate(p, data, origin)
 	return nil
 }
 
@@ -66,13 +71,14 @@ func (s *PolicySource) Parse(data []byte) (*policy.Policy, error) {
 	return s.compile(cfg)
 }
 
-// Activate makes p, a policy from Parse, the active one and clears Degraded.
-func (s *PolicySource) Activate(p *policy.Policy, origin string) {
+// Activate makes p, the policy Parse made of data, the active one and
+// clears Degraded.
+func (s *PolicySource) Activate(p *policy.Policy, data []byte, origin string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setDegraded(nil)
 	s.count("success")
-	s.swap(p, origin)
+	s.swap(p, data, origin)
 }
 
 // Reject records that the policy from origin cannot be used. The active
@@ -84,17 +90,32 @@ func (s *PolicySource) Reject(err error, origin string) {
 	s.setDegraded(err)
 	s.count("invalid")
 	if s.active.Load() == nil {
-		s.swap(s.defaults(), "built-in defaults ("+origin+" is invalid)")
+		s.swap(s.defaults(), nil, "built-in defaults ("+origin+" is invalid)")
 	}
 }
 
-// UseDefaults makes the built-in policy active, e.g. when no ConfigMap exists.
+// UseDefaults makes the built-in policy active and clears Degraded: for
+// callers to whom the defaults are the intended policy (tests, an embedding
+// without a ConfigMap). dsguard serve uses UseDefaultsDegraded.
 func (s *PolicySource) UseDefaults(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.setDegraded(nil)
 	s.count("defaults")
-	s.swap(s.defaults(), "built-in defaults ("+reason+")")
+	s.swap(s.defaults(), nil, "built-in defaults ("+reason+")")
+}
+
+// UseDefaultsDegraded makes the built-in policy active and reports Degraded
+// by cause: there is neither a usable ConfigMap nor a last good policy (a
+// first install without a ConfigMap). dsguard then enforces what it ships
+// with rather than refusing readiness, which with failurePolicy Fail would
+// block every DaemonSet write in the cluster, and says so on every response.
+func (s *PolicySource) UseDefaultsDegraded(cause error, origin string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setDegraded(cause)
+	s.count("defaults")
+	s.swap(s.defaults(), nil, origin)
 }
 
 func (s *PolicySource) compile(cfg *policy.Config) (*policy.Policy, error) {
@@ -117,11 +138,15 @@ func (s *PolicySource) defaults() *policy.Policy {
 	return p
 }
 
+// degradation is why the active policy is not the one in the ConfigMap.
+type degradation struct{ err error }
+
 // Degraded returns the error that keeps the intended policy from loading, or nil.
 func (s *PolicySource) Degraded() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.degraded
+	if d := s.degraded.Load(); d != nil {
+		return d.err
+	}
+	return nil
 }
 
 // ReadyCheck is a healthz checker: ready once a policy is active.
@@ -132,12 +157,34 @@ func (s *PolicySource) ReadyCheck(_ *http.Request) error {
 	return nil
 }
 
-func (s *PolicySource) swap(p *policy.Policy, origin string) {
+// Refresh compiles the active policy's document again, e.g. after what
+// Adjust decides has changed (in vap+webhook mode, which rules the API
+// server is known to enforce). Degraded and the origin stay as they are.
+func (s *PolicySource) Refresh() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.active.Load()
+	if cur == nil {
+		return nil
+	}
+	p := s.defaults()
+	if cur.document != nil {
+		var err error
+		if p, err = s.Parse(cur.document); err != nil {
+			return err // it compiled before; keep what is active
+		}
+	}
+	s.swap(p, cur.document, cur.Origin)
+	return nil
+}
+
+// swap makes p active; data is its document, nil for the built-in defaults.
+func (s *PolicySource) swap(p *policy.Policy, data []byte, origin string) {
 	gen := int64(1)
 	if old := s.active.Load(); old != nil {
 		gen = old.Generation + 1
 	}
-	s.active.Store(&ActivePolicy{Policy: p, Generation: gen, Origin: origin})
+	s.active.Store(&ActivePolicy{Policy: p, Generation: gen, Origin: origin, document: data})
 	if s.metrics != nil {
 		s.metrics.PolicyGeneration.Set(float64(gen))
 		weak := map[string]bool{}
@@ -167,7 +214,7 @@ func (s *PolicySource) LoadLastGood(data []byte, origin string, cause error) err
 	defer s.mu.Unlock()
 	s.setDegraded(cause)
 	s.count("last-good")
-	s.swap(p, origin)
+	s.swap(p, data, origin)
 	return nil
 }
 
@@ -180,7 +227,11 @@ func (s *PolicySource) KeepDegraded(cause error) {
 }
 
 func (s *PolicySource) setDegraded(err error) {
-	s.degraded = err
+	if err == nil {
+		s.degraded.Store(nil)
+	} else {
+		s.degraded.Store(&degradation{err})
+	}
 	if s.metrics != nil {
 		v := 0.0
 		if err != nil {

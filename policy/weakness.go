@@ -2,16 +2,18 @@ package policy
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Weakness is one way a policy is weaker than the built-in baseline.
 type Weakness struct {
 	// Reason is a stable label: enforcement, bypass-broad-group,
 	// bypass-anonymous, deny-rule-lowered, namespace-lowered,
-	// exemptions-unbounded.
+	// exemptions-unbounded, rule-scoped-away, rule-parameters-voided.
 	Reason string
 	// Detail says what exactly, for a person.
 	Detail string
@@ -19,7 +21,15 @@ type Weakness struct {
 
 // WeaknessReasons are all reasons Weaknesses reports, for metrics.
 var WeaknessReasons = []string{"enforcement", "bypass-broad-group", "bypass-anonymous", "deny-rule-lowered",
-	"namespace-lowered", "exemptions-unbounded"}
+	"namespace-lowered", "exemptions-unbounded", "rule-scoped-away", "rule-parameters-voided"}
+
+// ParamWeakener is implemented by parameter types some of whose values void
+// the rule while it keeps its action (control-plane-toleration with no
+// taints to tolerate): Weaknesses says which, one line each, naming the
+// parameter.
+type ParamWeakener interface {
+	Weaknesses() []string
+}
 
 // broadGroups are groups every user, or every workload, belongs to: a bypass
 // for one of them switches dsguard off for nearly everybody.
@@ -66,6 +76,29 @@ func (p *Policy) Weaknesses() []Weakness {
 			break
 		}
 	}
+	var scopedAway, voided []string
+	for i := range p.rules {
+		rs := &p.rules[i]
+		if rs.configured == ActionOff || rs.rule.DefaultAction != ActionDeny {
+			// Off is said above; a warn rule may be narrowed or
+			// turned off without weakening the baseline.
+			continue
+		}
+		if why := rs.scope.emptiness(); why != "" {
+			scopedAway = append(scopedAway, fmt.Sprintf("rules.%s.scope %s", rs.rule.ID, why))
+		}
+		if w, ok := rs.params.(ParamWeakener); ok {
+			for _, d := range w.Weaknesses() {
+				voided = append(voided, fmt.Sprintf("rules.%s.parameters.%s", rs.rule.ID, d))
+			}
+		}
+	}
+	if len(scopedAway) > 0 {
+		out = append(out, Weakness{"rule-scoped-away", "deny rules that apply nowhere: " + strings.Join(scopedAway, "; ")})
+	}
+	if len(voided) > 0 {
+		out = append(out, Weakness{"rule-parameters-voided", "rules whose parameters void them: " + strings.Join(voided, "; ")})
+	}
 	if p.exemptions.MaxExemptionDays > maxReasonableExemptionDays {
 		out = append(out, Weakness{"exemptions-unbounded", fmt.Sprintf("exemptions.maxExemptionDays is %d: exemptions from deny rules may last years",
 			p.exemptions.MaxExemptionDays)})
@@ -78,15 +111,93 @@ func isBroadGroup(g string) bool {
 	return slices.Contains(broadGroups, g) || strings.HasPrefix(g, "system:serviceaccounts:")
 }
 
-// matchesEveryNamespace reports whether globs match any namespace name: a
-// glob that matches names no namespace shares.
-func matchesEveryNamespace(globs []string) bool {
-	for _, g := range globs {
-		a, _ := path.Match(g, "a")
-		b, _ := path.Match(g, "zz-9")
-		if a && b {
-			return true
+// namespaceProbes are names that stand for every namespace: each character
+// a name may start with, alone, and followed by the kinds of character a
+// DNS label may hold. Globs that together match all of them match every
+// namespace in any sense that matters (path.Match has no other way to
+// cover "the rest").
+var namespaceProbes = func() []string {
+	var out []string
+	for _, c := range "abcdefghijklmnopqrstuvwxyz0123456789" {
+		for _, rest := range []string{"", "0", "z", "-a", "a-9", "zz-9", "q1-long-name"} {
+			out = append(out, string(c)+rest)
 		}
 	}
-	return false
+	return out
+}()
+
+// matchesEveryNamespace reports whether globs together match every
+// namespace: "*" and "?*" alone, or sets such as "[a-m]*", "[n-z]*",
+// "[0-9]*".
+func matchesEveryNamespace(globs []string) bool {
+	if len(globs) == 0 {
+		return false
+	}
+	for _, n := range namespaceProbes {
+		if !MatchAnyGlob(globs, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// emptiness says why a scope can match no DaemonSet at all ("" when it
+// can): excludes that cover every namespace, or a selector that
+// contradicts itself.
+func (s *scope) emptiness() string {
+	if matchesEveryNamespace(s.exclude) {
+		return fmt.Sprintf("excludes every namespace (namespaces.exclude %s)", strings.Join(s.exclude, ", "))
+	}
+	if s.selector != nil {
+		if why := contradiction(s.selector); why != "" {
+			return "has a selector that matches no DaemonSet: " + why
+		}
+	}
+	return ""
+}
+
+// contradiction says which requirements of sel no label set meets, or "".
+func contradiction(sel labels.Selector) string {
+	reqs, _ := sel.Requirements()
+	type keyState struct {
+		exists, absent bool
+		in             []string // nil: no In yet
+		notIn          []string
+	}
+	byKey := map[string]*keyState{}
+	var keys []string
+	for _, r := range reqs {
+		k := byKey[r.Key()]
+		if k == nil {
+			k = &keyState{}
+			byKey[r.Key()] = k
+			keys = append(keys, r.Key())
+		}
+		vals := r.Values().List()
+		switch r.Operator() {
+		case selection.In, selection.Equals, selection.DoubleEquals:
+			k.exists = true
+			if k.in == nil {
+				k.in = vals
+			} else {
+				k.in = slices.DeleteFunc(k.in, func(v string) bool { return !slices.Contains(vals, v) })
+			}
+		case selection.NotIn, selection.NotEquals:
+			k.notIn = append(k.notIn, vals...)
+		case selection.Exists:
+			k.exists = true
+		case selection.DoesNotExist:
+			k.absent = true
+		}
+	}
+	for _, key := range keys {
+		k := byKey[key]
+		switch {
+		case k.exists && k.absent:
+			return fmt.Sprintf("label %s must both exist and not exist", key)
+		case k.in != nil && len(slices.DeleteFunc(slices.Clone(k.in), func(v string) bool { return slices.Contains(k.notIn, v) })) == 0:
+			return fmt.Sprintf("no value of label %s meets every requirement on it", key)
+		}
+	}
+	return ""
 }

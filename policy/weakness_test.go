@@ -32,6 +32,36 @@ func TestPolicy_Weaknesses(t *testing.T) {
 		{"exemptions for ten years", "exemptions: {maxExemptionDays: 3650}\n", nil, []string{"exemptions-unbounded"}},
 		{"deny rules delegated to admission policies", "", []string{"surge-host-port", "privileged"}, nil},
 		{"a delegated rule configured at warn", "rules:\n  surge-host-port: {action: warn}\n", []string{"surge-host-port"}, []string{"deny-rule-lowered"}},
+
+		// Globs that together match every namespace.
+		{"every namespace capped by a single ?*", "namespaceEnforcement: [{namespaces: [\"?*\"], enforcement: warn}]\n", nil, []string{"namespace-lowered"}},
+		{"every namespace capped by ranges that cover all", "namespaceEnforcement: [{namespaces: [\"[a-m]*\", \"[n-z]*\", \"[0-9]*\"], enforcement: audit}]\n",
+			nil, []string{"namespace-lowered"}},
+		{"ranges that leave digits out", "namespaceEnforcement: [{namespaces: [\"[a-m]*\", \"[n-z]*\"], enforcement: warn}]\n", nil, nil},
+
+		// Scopes that leave a deny rule nowhere to apply.
+		{"a deny rule excluded from every namespace", "rules:\n  control-plane-toleration: {scope: {namespaces: {exclude: [\"*\"]}}}\n", nil, []string{"rule-scoped-away"}},
+		{"a deny rule excluded by ranges that cover all", "rules:\n  surge-host-port: {scope: {namespaces: {exclude: [\"[a-z]*\", \"[0-9]*\"]}}}\n", nil, []string{"rule-scoped-away"}},
+		{"a deny rule excluded from a few namespaces", "rules:\n  surge-host-port: {scope: {namespaces: {exclude: [\"legacy-*\"]}}}\n", nil, nil},
+		{"a deny rule with a selector both requiring and forbidding a label",
+			"rules:\n  control-plane-toleration:\n    scope:\n      selector:\n        matchExpressions:\n        - {key: tier, operator: Exists}\n        - {key: tier, operator: DoesNotExist}\n",
+			nil, []string{"rule-scoped-away"}},
+		{"a deny rule with a selector whose values exclude each other",
+			"rules:\n  node-coverage:\n    scope:\n      selector:\n        matchLabels: {tier: a}\n        matchExpressions:\n        - {key: tier, operator: NotIn, values: [a]}\n",
+			nil, []string{"rule-scoped-away"}},
+		{"a deny rule with two In lists that share no value",
+			"rules:\n  surge-host-port:\n    scope:\n      selector:\n        matchExpressions:\n        - {key: tier, operator: In, values: [a, b]}\n        - {key: tier, operator: In, values: [c]}\n",
+			nil, []string{"rule-scoped-away"}},
+		{"a deny rule with a satisfiable selector",
+			"rules:\n  surge-host-port:\n    scope:\n      selector:\n        matchExpressions:\n        - {key: tier, operator: In, values: [a, b]}\n        - {key: tier, operator: NotIn, values: [a]}\n",
+			nil, nil},
+		{"a warn rule scoped away", "rules:\n  readiness-probe: {scope: {namespaces: {exclude: [\"*\"]}}}\n", nil, nil},
+
+		// Parameters that void a deny rule.
+		{"control-plane-toleration with no taints", "rules:\n  control-plane-toleration: {parameters: {taints: []}}\n", nil, []string{"rule-parameters-voided"}},
+		{"control-plane-toleration with another taint", "rules:\n  control-plane-toleration: {parameters: {taints: [{key: dedicated, effect: NoSchedule}]}}\n", nil, nil},
+		{"node-coverage without denyAtZero", "rules:\n  node-coverage: {parameters: {denyAtZero: false}}\n", nil, []string{"rule-parameters-voided"}},
+		{"a voided rule turned off is said once", "rules:\n  control-plane-toleration: {action: \"off\", parameters: {taints: []}}\n", nil, []string{"deny-rule-lowered"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -322,3 +322,24 @@ func allLiteral(globs []string) bool {
 	}
 	return true
 }
+
+// NameSuffixes are the endings a generated policy's name can have after
+// NamePrefix and the rule ID: per namespace tier's action, the policy of
+// each effective action (and a deny's ratcheted twin).
+var NameSuffixes = []string{"deny", "deny-ratcheted", "deny-warn", "deny-audit", "warn", "warn-audit", "audit"}
+
+// PossibleNames lists every name a generated policy or binding can have,
+// for RBAC by resourceNames (the chart lists the same names; a test keeps
+// them in step).
+func PossibleNames() []string {
+	var out []string
+	for _, r := range rules.Builtin().Rules() {
+		if !Renders(r.ID) {
+			continue
+		}
+		for _, s := range NameSuffixes {
+			out = append(out, NamePrefix+r.ID+"-"+s)
+		}
+	}
+	return out
+}

@@ -5,7 +5,9 @@ package vapsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,8 +33,13 @@ const FieldManager = "dsguard"
 // bindings whenever it changes, and at least every Interval (exemption
 // expiries are judged against the render day, as CEL has no clock). It
 // applies them server-side and deletes generated objects a new policy no
-// longer needs. An invalid ConfigMap leaves the applied policies as they
-// are, as the webhook keeps its last good policy.
+// longer needs.
+//
+// A policy never vanishes: when the ConfigMap is deleted, lacks its key or
+// is invalid, the last good policy (LastGood) is rendered instead; without
+// one, the applied policies stay as they are. Only when there is neither a
+// usable ConfigMap, nor a last good policy, nor any generated policy (a first
+// install without a ConfigMap) are the built-in defaults rendered.
 type Syncer struct {
 	// Client writes the generated objects.
 	Client client.Client
@@ -46,8 +53,21 @@ type Syncer struct {
 	Options vap.Options
 	// Interval bounds the time between renders; 0 means 10 minutes.
 	Interval time.Duration
+	// LastGood returns the last good policy document (validated by the
+	// caller of Render all the same); nil, or an error, means none.
+	LastGood func(ctx context.Context) ([]byte, error)
+	// Enforced, when set, is told after every sync which rules the API
+	// server is known to enforce: those whose generated policies and
+	// bindings were applied and then read back. After a failed sync it is
+	// told the rules whose generated objects are still in place (none
+	// when even that cannot be read), so that vap+webhook mode takes back
+	// into the webhook whatever the API server may not enforce.
+	Enforced func(rules map[string]bool)
 	Log      logr.Logger
 }
+
+// errKeep says the policy cannot be rendered and the applied policies stay.
+var errKeep = errors.New("the applied ValidatingAdmissionPolicies stay as they are")
 
 // Start runs until ctx ends. It implements manager.Runnable; every replica
 // may run it, as applying the same objects is a no-op.
@@ -91,7 +111,12 @@ func (s *Syncer) Start(ctx context.Context) error {
 }
 
 // Sync renders the current policy once and applies the result.
-func (s *Syncer) Sync(ctx context.Context) error {
+func (s *Syncer) Sync(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.report(s.inPlace(ctx))
+		}
+	}()
 	cfg, err := s.document(ctx)
 	if err != nil {
 		return err
@@ -115,30 +140,144 @@ func (s *Syncer) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	enforced, err := s.observe(ctx, res)
+	if err != nil {
+		return err
+	}
+	s.report(enforced)
 	s.Log.V(1).Info("generated ValidatingAdmissionPolicies applied", "policies", len(res.Policies), "deleted", deleted, "today", res.Today)
 	return nil
 }
 
-// document returns the policy in the ConfigMap, or the built-in defaults
-// when there is none.
+// document returns the policy to render: the ConfigMap's; when it is
+// missing or invalid, the last good policy; when there is none either,
+// errKeep if generated policies exist, else the built-in defaults.
 func (s *Syncer) document(ctx context.Context) (*policy.Config, error) {
 	var cm corev1.ConfigMap
+	var cause error
 	err := s.Cache.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, &cm)
-	if apierrors.IsNotFound(err) {
-		return rules.Builtin().DefaultConfig(), nil
+	switch {
+	case apierrors.IsNotFound(err):
+		cause = fmt.Errorf("policy ConfigMap %s/%s does not exist", s.Namespace, s.Name)
+	case err != nil:
+		return nil, err
+	default:
+		data, ok := cm.Data[s.Key]
+		if !ok {
+			cause = fmt.Errorf("policy ConfigMap %s/%s has no key %q", s.Namespace, s.Name, s.Key)
+			break
+		}
+		cfg, err := rules.Builtin().ParseConfig([]byte(data))
+		if err == nil {
+			return cfg, nil
+		}
+		cause = fmt.Errorf("policy ConfigMap %s/%s is invalid: %w", s.Namespace, s.Name, err)
 	}
+	if s.LastGood != nil {
+		doc, err := s.LastGood(ctx)
+		if err == nil {
+			cfg, perr := rules.Builtin().ParseConfig(doc)
+			if perr == nil {
+				s.Log.Info("rendering the last good policy", "reason", cause.Error())
+				return cfg, nil
+			}
+			err = perr
+		}
+		s.Log.V(1).Info("no usable last good policy", "reason", err.Error())
+	}
+	names, err := s.generated(ctx)
 	if err != nil {
 		return nil, err
 	}
-	data, ok := cm.Data[s.Key]
-	if !ok {
-		return rules.Builtin().DefaultConfig(), nil
+	if len(names) > 0 {
+		return nil, fmt.Errorf("%w: %w, and there is no last good policy", errKeep, cause)
 	}
-	cfg, err := rules.Builtin().ParseConfig([]byte(data))
+	s.Log.Info("rendering the built-in defaults: no policy ConfigMap, no last good policy and no generated policies yet", "reason", cause.Error())
+	return rules.Builtin().DefaultConfig(), nil
+}
+
+// generated returns the rule of every generated ValidatingAdmissionPolicy
+// in place, by name.
+func (s *Syncer) generated(ctx context.Context) (map[string]string, error) {
+	var policies admissionregistrationv1.ValidatingAdmissionPolicyList
+	if err := s.Reader.List(ctx, &policies, client.MatchingLabels{vap.ManagedByLabel: vap.ManagedByValue}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(policies.Items))
+	for _, p := range policies.Items {
+		out[p.Name] = p.Labels[vap.RuleLabel]
+	}
+	return out, nil
+}
+
+// observe reads back every policy and binding just applied: a rule counts
+// as enforced by the API server only when all its generated policies are
+// there as rendered and each is bound with the rendered actions.
+func (s *Syncer) observe(ctx context.Context, res *vap.Result) (map[string]bool, error) {
+	enforced := map[string]bool{}
+	missing := map[string]bool{}
+	for i := range res.Policies {
+		want, wantBinding := &res.Policies[i], &res.Bindings[i]
+		rule := want.Labels[vap.RuleLabel]
+		var got admissionregistrationv1.ValidatingAdmissionPolicy
+		var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+			return nil, fmt.Errorf("reading back %s: %w", want.Name, err)
+		}
+		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(wantBinding), &binding); err != nil {
+			return nil, fmt.Errorf("reading back binding %s: %w", wantBinding.Name, err)
+		}
+		ok := len(got.Spec.Validations) == len(want.Spec.Validations) &&
+			binding.Spec.PolicyName == want.Name &&
+			slices.Equal(binding.Spec.ValidationActions, wantBinding.Spec.ValidationActions)
+		if ok {
+			enforced[rule] = true
+		} else {
+			missing[rule] = true
+		}
+	}
+	for rule := range missing {
+		delete(enforced, rule)
+	}
+	return enforced, nil
+}
+
+// inPlace is what the API server still enforces after a failed sync: the
+// rules of the generated policies in place, none when they cannot be read.
+func (s *Syncer) inPlace(ctx context.Context) map[string]bool {
+	out := map[string]bool{}
+	names, err := s.generated(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("policy ConfigMap %s/%s is invalid, the applied policies stay as they are: %w", s.Namespace, s.Name, err)
+		return out
 	}
-	return cfg, nil
+	var bindings admissionregistrationv1.ValidatingAdmissionPolicyBindingList
+	if err := s.Reader.List(ctx, &bindings, client.MatchingLabels{vap.ManagedByLabel: vap.ManagedByValue}); err != nil {
+		return out
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings.Items {
+		bound[b.Spec.PolicyName] = true
+	}
+	unbound := map[string]bool{}
+	for name, rule := range names {
+		switch {
+		case rule == "":
+		case bound[name]:
+			out[rule] = true
+		default:
+			unbound[rule] = true
+		}
+	}
+	for rule := range unbound {
+		delete(out, rule)
+	}
+	return out
+}
+
+func (s *Syncer) report(enforced map[string]bool) {
+	if s.Enforced != nil {
+		s.Enforced(enforced)
+	}
 }
 
 func (s *Syncer) apply(ctx context.Context, obj client.Object) error {

@@ -274,6 +274,12 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	if stale > 0 {
 		resp.Warnings = append([]string{staleWarning(stale)}, resp.Warnings...)
 	}
+	if cause := h.source.Degraded(); cause != nil {
+		// Whoever applies a DaemonSet learns that the policy in force is
+		// not the one in the ConfigMap (the last good one, or the
+		// defaults): a vanished policy is never silent.
+		resp.Warnings = append(resp.Warnings, degradedWarning(active.Origin, cause))
+	}
 	// Denies are logged at info with the request UID (in the context's
 	// logger), so an operator can match a user's complaint to a decision.
 	logAt := log.V(1)
@@ -303,6 +309,12 @@ func noteStale(fs []policy.Finding, age time.Duration) []policy.Finding {
 // staleWarning is the warning line on every verdict given on a stale node view.
 func staleWarning(age time.Duration) string {
 	return fmt.Sprintf("dsguard: node view %s old (API server out of reach): node rules judged without live nodes", age.Round(time.Second))
+}
+
+// degradedWarning is the warning line on every verdict while the policy
+// source is Degraded: which policy judged, and why it is not the ConfigMap's.
+func degradedWarning(origin string, cause error) string {
+	return oneLine(fmt.Sprintf("dsguard: policy Degraded, judged by %s: %v", origin, cause))
 }
 
 // capFindings lowers every finding to at most max, noting why.

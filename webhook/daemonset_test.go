@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -393,5 +394,56 @@ func TestDaemonSetHandler_NoPolicyYet(t *testing.T) {
 	src.UseDefaults("test")
 	if err := src.ReadyCheck(nil); err != nil {
 		t.Errorf("ReadyCheck after defaults: %v", err)
+	}
+}
+
+// TestDaemonSetHandler_DegradedPolicyIsSaidOnEveryResponse: while the policy
+// source is Degraded (the ConfigMap deleted or invalid, the last good policy
+// or the defaults in force), every verdict carries one warning line naming
+// the policy that judged and why.
+func TestDaemonSetHandler_DegradedPolicyIsSaidOnEveryResponse(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		load func(src *clusterview.PolicySource)
+		want string // "" for no Degraded warning
+	}{
+		{"a loaded ConfigMap", func(src *clusterview.PolicySource) {
+			if err := src.Load([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"), "cm"); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+		{"the defaults, no last good policy", func(src *clusterview.PolicySource) {
+			src.UseDefaultsDegraded(errors.New("dsguard-policy does not exist"), "built-in defaults (no last good policy)")
+		}, "dsguard: policy Degraded, judged by built-in defaults (no last good policy): dsguard-policy does not exist"},
+		{"the last good policy", func(src *clusterview.PolicySource) {
+			if err := src.LoadLastGood([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"), "the last good policy",
+				errors.New("dsguard-policy does not exist")); err != nil {
+				t.Fatal(err)
+			}
+		}, "dsguard: policy Degraded, judged by the last good policy: dsguard-policy does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := clusterview.NewPolicySource(nil)
+			tt.load(src)
+			h := NewDaemonSetHandler(scheme, src, nil, ownNamespace, nil)
+			resp := h.Handle(t.Context(), request(t, admissionv1.Create, compliantDS(), nil))
+			var got []string
+			for _, w := range resp.Warnings {
+				if strings.Contains(w, "Degraded") {
+					got = append(got, w)
+				}
+			}
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Errorf("Degraded warning on a healthy policy: %q", got)
+			case tt.want != "" && (len(got) != 1 || got[0] != tt.want):
+				t.Errorf("Degraded warnings %q, want exactly %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -170,11 +170,15 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	ref := clusterview.PolicyRef{Namespace: o.namespace, Name: o.policyName, Key: o.policyKey}
-	source, err := addClusterView(mgr, ref, nodes)
+	// The last good policy, in a ConfigMap of its own that only dsguard's
+	// ServiceAccount writes, read uncached (no informer, no list).
+	lastGood := &clusterview.LastGoodStore{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: o.namespace, Name: o.policyName + clusterview.LastGoodSuffix}
+	source, err := addClusterView(mgr, ref, lastGood, nodes)
 	if err != nil {
 		return err
 	}
-	if err := o.modes.setUp(o, mgr, source); err != nil {
+	if err := o.modes.setUp(o, mgr, source, lastGood); err != nil {
 		return err
 	}
 	if err := o.addAuditor(mgr, source, nodes); err != nil {
@@ -307,11 +311,12 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 
 // addClusterView adds the policy loader and the node view, which every
 // replica runs: each one serves admission.
-func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, nodes *clusterview.NodeView) (*clusterview.PolicySource, error) {
+func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, lastGood *clusterview.LastGoodStore,
+	nodes *clusterview.NodeView) (*clusterview.PolicySource, error) {
 	source := clusterview.NewPolicySource(clusterview.NewPolicyMetrics(metrics.Registry))
 	if err := mgr.Add(&clusterview.PolicyLoader{
 		Ref: ref, Cache: mgr.GetCache(), Source: source,
-		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"), Client: mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("dsguard"), Log: ctrl.Log.WithName("policy"), LastGood: lastGood,
 	}); err != nil {
 		return nil, err
 	}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,26 +46,19 @@ func (m *modeOptions) bindFlags(cmd *cobra.Command) {
 }
 
 // setUp wires what a mode needs beyond the webhook: the policy sync, and
-// in vap+webhook mode a webhook that leaves the generated rules to the API
-// server (so a finding is never reported twice).
-func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clusterview.PolicySource) error {
+// in vap+webhook mode a webhook that leaves to the API server the rules it
+// is known to enforce (so a finding is never reported twice, and never
+// dropped while a generated policy failed to apply).
+func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clusterview.PolicySource,
+	lastGood *clusterview.LastGoodStore) error {
+	var enforced func(map[string]bool)
 	switch m.mode {
 	case modeWebhook:
 		return nil
 	case modeVAPAndWebhook:
-		source.Adjust = func(cfg *policy.Config) {
-			for _, r := range rules.Builtin().Rules() {
-				// control-plane-toleration stays in the webhook too: the
-				// generated policy judges placements against model nodes,
-				// the webhook against the live tainted nodes, whose skipped
-				// names it reports (docs/modes.md).
-				if vap.Renders(r.ID) && r.ID != "control-plane-toleration" {
-					// Off in the webhook, and no weakness: the
-					// generated policy enforces the configured action.
-					cfg.Rules.Options(r.ID).Delegated = true
-				}
-			}
-		}
+		d := &delegation{source: source, log: ctrl.Log.WithName("vap")}
+		source.Adjust = d.adjust
+		enforced = d.set
 	case modeVAP:
 	default:
 		return fmt.Errorf("unknown --mode %q (want %s, %s or %s)", m.mode, modeWebhook, modeVAPAndWebhook, modeVAP)
@@ -69,6 +67,55 @@ func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clustervi
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetCache(),
 		Namespace: o.namespace, Name: o.policyName, Key: o.policyKey,
 		Options: vap.Options{Namespace: o.namespace, ExcludedNamespaces: m.excludedNamespaces},
-		Log:     ctrl.Log.WithName("vap"),
+		LastGood: func(ctx context.Context) ([]byte, error) {
+			doc, _, err := lastGood.Load(ctx)
+			return doc, err
+		},
+		Enforced: enforced,
+		Log:      ctrl.Log.WithName("vap"),
 	})
+}
+
+// delegation is, in vap+webhook mode, the set of rules the webhook leaves to
+// the generated policies: only those the sync has applied and read back.
+// Until then, and after a sync that failed, the webhook enforces them
+// itself.
+type delegation struct {
+	source *clusterview.PolicySource
+	log    logr.Logger
+	rules  atomic.Pointer[map[string]bool]
+}
+
+// adjust is the policy source's Adjust: it turns the delegated rules off in
+// the webhook.
+func (d *delegation) adjust(cfg *policy.Config) {
+	p := d.rules.Load()
+	if p == nil {
+		return
+	}
+	for _, r := range rules.Builtin().Rules() {
+		// control-plane-toleration stays in the webhook too: the
+		// generated policy judges placements against model nodes, the
+		// webhook against the live tainted nodes, whose skipped names it
+		// reports (docs/modes.md).
+		if (*p)[r.ID] && vap.Renders(r.ID) && r.ID != "control-plane-toleration" {
+			// Off in the webhook, and no weakness: the generated policy
+			// enforces the configured action.
+			cfg.Rules.Options(r.ID).Delegated = true
+		}
+	}
+}
+
+// set records what the API server enforces and, when that changed,
+// compiles the active policy again.
+func (d *delegation) set(enforced map[string]bool) {
+	if old := d.rules.Load(); old != nil && maps.Equal(*old, enforced) {
+		return
+	}
+	d.rules.Store(&enforced)
+	d.log.Info("rules the generated ValidatingAdmissionPolicies enforce (the webhook leaves them to the API server)",
+		"rules", slices.Sorted(maps.Keys(enforced)))
+	if err := d.source.Refresh(); err != nil {
+		d.log.Error(err, "recompiling the policy")
+	}
 }

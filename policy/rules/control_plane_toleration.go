@@ -69,6 +69,15 @@ func defaultControlPlaneTolerationParams() ControlPlaneTolerationParams {
 	}}
 }
 
+// Weaknesses implements policy.ParamWeakener: with no taint to tolerate,
+// the rule checks nothing and never denies.
+func (p *ControlPlaneTolerationParams) Weaknesses() []string {
+	if len(p.Taints) == 0 {
+		return []string{"taints is empty: no DaemonSet is ever asked to tolerate the control-plane taint"}
+	}
+	return nil
+}
+
 // Validate implements policy.ParamValidator.
 func (p *ControlPlaneTolerationParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -35,6 +35,15 @@ type MinCoverageConfig struct {
 
 func defaultNodeCoverageParams() NodeCoverageParams { return NodeCoverageParams{DenyAtZero: true} }
 
+// Weaknesses implements policy.ParamWeakener: without denyAtZero, a
+// DaemonSet whose tolerations let it run on no node at all is only warned.
+func (p *NodeCoverageParams) Weaknesses() []string {
+	if !p.DenyAtZero {
+		return []string{"denyAtZero is false: a DaemonSet that can run on no node at all is admitted"}
+	}
+	return nil
+}
+
 // Validate implements policy.ParamValidator.
 func (p *NodeCoverageParams) Validate(fp *field.Path) field.ErrorList {
 	var errs field.ErrorList

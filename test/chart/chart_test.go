@@ -122,7 +122,7 @@ func TestTemplate_Defaults(t *testing.T) {
 	// ServiceAccount and RBAC.
 	for kind, n := range map[string]int{
 		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 3, "ClusterRole": 3,
-		"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "ConfigMap": 1, "ValidatingWebhookConfiguration": 1,
+		"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "ConfigMap": 2, "ValidatingWebhookConfiguration": 1,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Job": 1, "Pod": 1,
 		"ServiceMonitor": 0, "PrometheusRule": 0, "NetworkPolicy": 1,
 	} {

@@ -62,6 +62,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 ConfigMap name is fixed (the policy webhook's matchCondition names it), and so
 is the leader-election Lease (dsguard serve's LeaderElectionID). */}}
 {{- define "dsguard.policyConfigMap" -}}dsguard-policy{{- end -}}
+{{- define "dsguard.lastGoodConfigMap" -}}dsguard-policy-last-good{{- end -}}
 {{- define "dsguard.policyKey" -}}policy.yaml{{- end -}}
 {{- define "dsguard.leaseName" -}}dsguard-coverage{{- end -}}
 
@@ -134,4 +135,16 @@ brackets): the serving certificate must be valid for it. */}}
 {{- with .Values.webhook.url -}}
 {{- (urlParse .).hostname -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+Every name a generated ValidatingAdmissionPolicy or binding can have
+(vap.PossibleNames; test/chart keeps the two in step), one per line.
+*/}}
+{{- define "dsguard.generatedPolicyNames" -}}
+{{- range $r := list "control-plane-toleration" "surge-host-port" "max-unavailable" "readiness-probe" "host-path-read-only" "privileged" "image-pinned" "update-strategy" "invalid-annotation" }}
+{{- range $s := list "deny" "deny-ratcheted" "deny-warn" "deny-audit" "warn" "warn-audit" "audit" }}
+- dsguard-{{ $r }}-{{ $s }}
+{{- end }}
+{{- end }}
 {{- end -}}

@@ -54,9 +54,9 @@ var rbacMatrix = []canI{
 	{verb: "list", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	{verb: "watch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
 	{verb: "get", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
-	// patch: the last good policy is recorded in an annotation of the
-	// policy ConfigMap, for a replica that starts on a broken one.
-	{verb: "patch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace, want: true},
+	// The record of the last good policy: read and updated by name only.
+	{verb: "get", resource: "configmaps/dsguard-policy-last-good", namespace: rbacNamespace, want: true},
+	{verb: "update", resource: "configmaps/dsguard-policy-last-good", namespace: rbacNamespace, want: true},
 	// Leader election: its one Lease, and the core Events it records.
 	{verb: "create", resource: "leases.coordination.k8s.io", namespace: rbacNamespace, want: true},
 	{verb: "get", resource: "leases.coordination.k8s.io/dsguard-coverage", namespace: rbacNamespace, want: true},
@@ -91,7 +91,9 @@ var rbacMatrix = []canI{
 	{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: rbacNamespace},
 	{verb: "create", resource: "configmaps", namespace: rbacNamespace},
 	{verb: "update", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
+	{verb: "patch", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
 	{verb: "delete", resource: "configmaps/dsguard-policy", namespace: rbacNamespace},
+	{verb: "delete", resource: "configmaps/dsguard-policy-last-good", namespace: rbacNamespace},
 	// no other Lease, no Lease elsewhere, no deleting its own,
 	{verb: "update", resource: "leases.coordination.k8s.io/kube-controller-manager", namespace: rbacNamespace},
 	{verb: "delete", resource: "leases.coordination.k8s.io/dsguard-coverage", namespace: rbacNamespace},

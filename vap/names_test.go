@@ -1,0 +1,85 @@
+package vap
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dsguard/dsguard/policy/rules"
+)
+
+// TestPossibleNames_CoverEveryRender: every name a render produces, for
+// every rule at every action with namespace tiers of every action, is one
+// of PossibleNames (the chart grants dsguard those names and no others).
+func TestPossibleNames_CoverEveryRender(t *testing.T) {
+	possible := PossibleNames()
+	seen := map[string]bool{}
+	for _, action := range []string{"deny", "warn", "audit"} {
+		for _, ratcheting := range []string{"true", "false"} {
+			doc := "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nratcheting: " + ratcheting + "\n" +
+				"namespaceEnforcement:\n- {namespaces: [kube-system], enforcement: warn}\n- {namespaces: [legacy], enforcement: audit}\nrules:\n"
+			for _, r := range rules.Builtin().Rules() {
+				if Renders(r.ID) {
+					doc += "  " + r.ID + ": {action: " + action + "}\n"
+				}
+			}
+			cfg, err := rules.Builtin().ParseConfig([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Render(cfg, Options{Namespace: "dsguard-system"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range res.Policies {
+				for _, name := range []string{res.Policies[i].Name, res.Bindings[i].Name} {
+					seen[name] = true
+					if !slices.Contains(possible, name) {
+						t.Errorf("rendered %s, which PossibleNames lacks", name)
+					}
+				}
+			}
+		}
+	}
+	// Some rules never cap a check below their action (no -deny-warn for
+	// them): PossibleNames may list a few names no render makes, all of
+	// them dsguard's own.
+	if len(seen) == 0 {
+		t.Fatal("nothing rendered")
+	}
+}
+
+// TestPossibleNames_TheChartGrantsTheSame: the chart's RBAC and confining
+// policy list the generated names from two lists in _helpers.tpl (rules and
+// suffixes); they must be the ones PossibleNames is made of.
+func TestPossibleNames_TheChartGrantsTheSame(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "charts", "dsguard", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := string(data)
+	start := strings.Index(tpl, `define "dsguard.generatedPolicyNames"`)
+	if start < 0 {
+		t.Fatal(`_helpers.tpl has no "dsguard.generatedPolicyNames"`)
+	}
+	lists := regexp.MustCompile(`range \$[rs] := list ((?:"[^"]+" ?)+)`).FindAllStringSubmatch(tpl[start:], 2)
+	if len(lists) != 2 {
+		t.Fatalf("want the rules' and the suffixes' lists, found %d", len(lists))
+	}
+	words := func(s string) []string { return strings.Fields(strings.ReplaceAll(s, `"`, " ")) }
+	var ids []string
+	for _, r := range rules.Builtin().Rules() {
+		if Renders(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if got := words(lists[0][1]); !slices.Equal(got, ids) {
+		t.Errorf("the chart's rules %v, want %v", got, ids)
+	}
+	if got := words(lists[1][1]); !slices.Equal(got, NameSuffixes) {
+		t.Errorf("the chart's suffixes %v, want %v", got, NameSuffixes)
+	}
+}
