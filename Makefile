@@ -24,16 +24,18 @@ build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, fuzz (10s per target), Kubernetes binaries, chart, e2e, real-node e2e; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, fuzz (10s per target), Kubernetes binaries, chart, e2e, race detector, real-node e2e; prints each stage's duration
 	@start=$$(date +%s); \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
+	hack/stage.sh "CEL cost of the generated policies (worst cases at 1.5 MiB, $(CEL_COST_MARGIN) of the API server's limits)" $(MAKE) -s cel-cost && \
 	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
 	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node)" hack/tools.sh --node && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e && \
+	hack/stage.sh "race detector (unit: $(RACE_PKGS); e2e: $(RACE_E2E_PKGS))" $(MAKE) -s race && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
 
@@ -46,6 +48,26 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
 .PHONY: unit
 unit: ## Run the unit tests only (no control plane)
 	$(GO) test $(UNIT_PKGS)
+
+# The margin is costMargin in vap/cost_test.go; it is named here for the log.
+CEL_COST_MARGIN := 90 %
+
+.PHONY: cel-cost
+cel-cost: ## Measure every generated ValidatingAdmissionPolicy program's runtime cost on the worst cases; fails above 90 % of a limit
+	$(GO) test -count=1 -timeout 30m -run '^TestRender_CostStaysUnderTheAPIServersLimits$$' ./vap/ -args -vap.cost
+
+# The race detector needs cgo (gcc): only the race target turns it on. Its
+# packages are those that run goroutines (informers, work queues, the heavy
+# lane, certificate rotation, the audit) and, end to end, the fault suite
+# (leader election, API server restarts, policy reloads and node churn under
+# request load) against a dsguard built with -race.
+RACE_PKGS ?= ./webhook/ ./clusterview/ ./audit/ ./certs/ ./metricsauth/ ./coverage/ ./vapsync/
+RACE_E2E_PKGS ?= ./test/e2e/faults/
+
+.PHONY: race
+race: tools ## Run the concurrent packages' unit tests and the fault e2e suite under the race detector (cgo on for this target only)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(RACE_PKGS)
+	CGO_ENABLED=1 DSGUARD_E2E_RACE=1 hack/run-isolated.sh $(GO) test -race -count=1 -p 1 -timeout 30m -v $(RACE_E2E_PKGS) 2>&1 | hack/e2e-summary.sh
 
 .PHONY: unit-image
 unit-image: ## Vet and unit-test the packages the image's build tags change (IMAGE_TAGS)

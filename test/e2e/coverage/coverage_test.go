@@ -22,7 +22,6 @@ import (
 )
 
 const (
-	defaultSeed      = 20370802
 	defaultScenarios = 300
 	batchSize        = 60
 	workers          = 16
@@ -63,7 +62,8 @@ func envInt(name string, def uint64) (uint64, error) {
 // desiredNumberScheduled, and the nodes the prediction does not skip must be
 // exactly those the controller creates Pods for.
 func TestCoverageMatchesDaemonSetController(t *testing.T) {
-	seed, err := envInt("DSGUARD_DIFF_SEED", defaultSeed)
+	// A new seed each run, printed first: DSGUARD_DIFF_SEED replays one.
+	seed, err := envInt("DSGUARD_DIFF_SEED", uint64(time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestCoverageMatchesDaemonSetController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (DSGUARD_DIFF_SEED), %d scenarios (DSGUARD_DIFF_SCENARIOS)", seed, total)
+	fmt.Fprintf(os.Stderr, "coverage differential: seed %d, %d scenarios (replay with DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d)\n", seed, total, seed, total)
 	defer func() {
 		if t.Failed() {
 			t.Logf("reproduce with DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d", seed, total)

@@ -332,7 +332,7 @@ func (c *Cluster) Stop() error {
 		select {
 		case err = <-c.exited:
 			if err != nil {
-				err = fmt.Errorf("dsguard exited with %v after SIGTERM", err)
+				err = fmt.Errorf("dsguard exited with %v after SIGTERM%s", err, raceReports(c.DsguardLog()))
 			}
 		case <-time.After(15 * time.Second):
 			_ = c.dsguard.Process.Kill()
@@ -360,6 +360,16 @@ func (c *Cluster) Stop() error {
 		c.dir = ""
 	}
 	return err
+}
+
+// raceReports returns the race detector's reports in a log (see RaceEnv),
+// to go with the exit status they caused, or "" when there are none.
+func raceReports(log string) string {
+	i := strings.Index(log, "WARNING: DATA RACE")
+	if i < 0 {
+		return ""
+	}
+	return ": the race detector found data races:\n" + log[i:]
 }
 
 // Result is the outcome of one command.

@@ -61,11 +61,22 @@ func BuildImageDsguard(root, dir string) (string, error) {
 	return buildDsguard(root, dir, ImageBuildTags)
 }
 
+// RaceEnv is the environment variable that, set to 1, builds the dsguard
+// the e2e suites run with the race detector (`make race`): a data race in
+// serve then prints its report into dsguard's log and makes it exit with
+// status 66, which fails the suite when it stops dsguard.
+const RaceEnv = "DSGUARD_E2E_RACE"
+
 func buildDsguard(root, dir, tags string) (string, error) {
 	bin := filepath.Join(dir, "dsguard")
-	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e", "-o", bin, "./cmd/dsguard")
+	args := []string{"build", "-tags", tags, "-ldflags", "-X main.version=e2e", "-o", bin}
+	cgo := "CGO_ENABLED=0"
+	if os.Getenv(RaceEnv) == "1" {
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+	}
+	cmd := exec.Command("go", append(args, "./cmd/dsguard")...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), cgo)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
 	}

@@ -3,6 +3,8 @@ package vap
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,13 +17,82 @@ import (
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
-// verdict is what a DaemonSet write got from dsguard: deny, warn or allow.
+// verdict is what a DaemonSet write got from dsguard: deny, warn or allow,
+// and which rules answered.
 type verdict struct {
 	kind string // "deny", "warn", "allow"
 	text string // the deny message or the warnings, for failure output
+	// rules are the IDs of the rules that denied (for a deny) or warned
+	// (for a warn), sorted.
+	rules []string
 }
 
-func (v verdict) String() string { return v.kind + ": " + v.text }
+func (v verdict) String() string { return v.kind + " " + strings.Join(v.rules, ",") + ": " + v.text }
+
+// webhookRule finds the rule IDs of the webhook's deny message ("[rule]
+// field: ...") and of its warnings ("rule: ..."); policyRule the rule of a
+// generated policy's answer, named dsguard-<rule>-<action>.
+var (
+	webhookDenyRule = regexp.MustCompile(`\[([a-z0-9-]+)\] `)
+	policyRule      = regexp.MustCompile(`ValidatingAdmissionPolicy 'dsguard-([a-z0-9-]+?)-(?:deny-ratcheted|deny-warn|deny|warn)'`)
+)
+
+// rulesOf returns the sorted, distinct rule IDs that answered in text
+// (a deny message or one warning).
+func rulesOf(text string) []string {
+	var out []string
+	if m := policyRule.FindAllStringSubmatch(text, -1); m != nil {
+		for _, g := range m {
+			out = append(out, g[1])
+		}
+	} else {
+		for _, g := range webhookDenyRule.FindAllStringSubmatch(text, -1) {
+			out = append(out, g[1])
+		}
+		for _, r := range rules.Builtin().Rules() {
+			if strings.HasPrefix(text, r.ID+": ") {
+				out = append(out, r.ID)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// agrees reports whether the generated policies' verdict got gives the
+// webhook's want: the same outcome, and the same rules warning; for a deny,
+// the API server names one denying policy of several (the first it ran), so
+// that rule must be one the webhook denied with.
+func agrees(want, got verdict) bool {
+	if want.kind != got.kind {
+		return false
+	}
+	switch want.kind {
+	case "warn":
+		if strings.Contains(want.text, "more warnings not shown") {
+			// The webhook names only its first warnings.
+			return !slices.ContainsFunc(want.rules, func(r string) bool { return !slices.Contains(got.rules, r) })
+		}
+		return slices.Equal(want.rules, got.rules)
+	case "deny":
+		return len(got.rules) > 0 && !slices.ContainsFunc(got.rules, func(r string) bool { return !slices.Contains(want.rules, r) })
+	}
+	return true
+}
+
+// missingOnly reports whether got differs from want only by answers
+// missing from it (a generated policy not loaded yet stays silent; it never
+// answers differently): the only disagreement a retry may clear.
+func missingOnly(want, got verdict) bool {
+	rank := map[string]int{"allow": 0, "warn": 1, "deny": 2}
+	if rank[got.kind] > rank[want.kind] {
+		return false
+	}
+	if got.kind == want.kind && got.kind == "warn" {
+		return !slices.ContainsFunc(got.rules, func(r string) bool { return !slices.Contains(want.rules, r) })
+	}
+	return got.kind != want.kind || agrees(want, got)
+}
 
 // warnings records the warnings of the requests of one client; requests run
 // one at a time.
@@ -89,20 +160,22 @@ func (j *judge) classify(err error) (verdict, error) {
 		msg := err.Error()
 		if (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) &&
 			(strings.Contains(msg, `admission webhook "`) || strings.Contains(msg, "ValidatingAdmissionPolicy '"+"dsguard-")) {
-			return verdict{"deny", msg}, nil
+			return verdict{"deny", msg, rulesOf(msg)}, nil
 		}
 		return verdict{}, fmt.Errorf("not a dsguard verdict: %w", err)
 	}
-	var ours []string
+	var ours, ids []string
 	for _, w := range ws {
 		if isDsguardWarning(w) {
 			ours = append(ours, w)
+			ids = append(ids, rulesOf(w)...)
 		}
 	}
 	if len(ours) > 0 {
-		return verdict{"warn", strings.Join(ours, " | ")}, nil
+		slices.Sort(ids)
+		return verdict{"warn", strings.Join(ours, " | "), slices.Compact(ids)}, nil
 	}
-	return verdict{"allow", ""}, nil
+	return verdict{"allow", "", nil}, nil
 }
 
 // isDsguardWarning recognises the webhook's warnings (rule ID first) and the
