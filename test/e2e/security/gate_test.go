@@ -133,13 +133,15 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 	}
 	dropTolerations := []string{"patch", "daemonset", "--type=json", "-p", `[{"op":"remove","path":"/spec/template/spec/tolerations"}]`}
 
-	// The ConfigMap takes effect when dsguard's informer sees it.
-	probe := compliant(t, "gate-probe", "team-b")
-	probe.Annotations = map[string]string{cpt: "probe; expires=" + expires}
+	// The ConfigMap takes effect when dsguard's informer sees it; its
+	// namespace gate shows it (not the group gate: the test must also fail,
+	// rather than wait, when the refusal is gone).
+	probe := compliant(t, "gate-probe", "team-a")
+	probe.Annotations = map[string]string{"coverage.dsguard.io/intended": "probe"}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		r := as(t, mallory, toYAML(t, probe), "create", "--dry-run=server", "-f", "-")
-		if r.ExitCode != 0 && strings.Contains(r.Stderr, "exemptions.allowedGroups") {
+		r := as(t, pat, toYAML(t, probe), "create", "--dry-run=server", "-f", "-")
+		if r.ExitCode == 0 && strings.Contains(r.Stderr, "only in namespaces team-b") {
 			break
 		}
 		if time.Now().After(deadline) {
