@@ -71,11 +71,16 @@ type Entry struct {
 	// Skipped counts the nodes left out by untolerated, non-transient
 	// taints: the gap the status counters cannot show.
 	Skipped int
-	// Intended is the coverage.dsguard.io/intended reason, if declared.
+	// Intended is the coverage.dsguard.io/intended reason when it takes
+	// effect (declared with a reason, in a namespace the exemption gate
+	// allows), cleaned for display.
 	Intended string
 	// Exemptions are the DaemonSet's exemptions that take effect.
 	Exemptions []policy.ActiveExemption
-	Findings   []policy.Finding
+	// GroupsNotChecked is set when Exemptions or Intended are listed under a
+	// policy with exemptions.allowedGroups, which only admission can apply.
+	GroupsNotChecked bool
+	Findings         []policy.Finding
 	// Investigation is filled by the caller for entries with a gap.
 	Investigation []coverage.NodeDiagnosis
 }
@@ -109,8 +114,17 @@ func Run(in Input) []Entry {
 			e.Skipped = e.Coverage.GapNodes()
 		}
 		e.Findings = policy.Evaluate(ds, env)
+		// Only the annotations that take effect: the namespace gate
+		// applies here as at admission, so an intended coverage it voids
+		// silences no gap, Event or alert. The group gate cannot (who wrote
+		// an annotation is not on the object); admission refuses the
+		// others' adds and changes, so a stored one was written by a
+		// permitted person or predates the gate.
 		e.Exemptions = env.ActiveExemptions(ds)
-		e.Intended = strings.TrimSpace(ds.Annotations[policy.IntendedCoverageAnnotation])
+		if reason, _, ok := env.IntendedCoverage(ds); ok {
+			e.Intended = reason
+		}
+		e.GroupsNotChecked = in.Policy != nil && in.Policy.GroupGated() && (e.Intended != "" || len(e.Exemptions) > 0)
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -182,22 +196,32 @@ func auditDetails(e *Entry) []string {
 	for _, x := range e.Exemptions {
 		out = append(out, fmt.Sprintf("  exempt %s\n", x))
 	}
+	if e.GroupsNotChecked {
+		out = append(out, "  "+groupsNotChecked+"\n")
+	}
 	return out
 }
 
+// groupsNotChecked says, beside listed exemptions and intended coverage,
+// that the audit cannot apply exemptions.allowedGroups.
+const groupsNotChecked = "groups not checked offline: exemptions.allowedGroups is applied at admission, " +
+	"which refuses adds and changes by others; an annotation that predates the gate holds until changed"
+
 type jsonAuditEntry struct {
-	Namespace     string                   `json:"namespace"`
-	Name          string                   `json:"name"`
-	Status        appsv1.DaemonSetStatus   `json:"status"`
-	State         StatusState              `json:"state"`
-	Reason        string                   `json:"reason"`
-	Gap           int32                    `json:"gap"`
-	HasGap        bool                     `json:"hasGap"`
-	Predicted     *jsonCoverage            `json:"predicted,omitempty"`
-	Intended      string                   `json:"intended,omitempty"`
-	Exemptions    []jsonExemption          `json:"exemptions,omitempty"`
-	Investigation []coverage.NodeDiagnosis `json:"investigation"`
-	Findings      []policy.Finding         `json:"findings"`
+	Namespace  string                 `json:"namespace"`
+	Name       string                 `json:"name"`
+	Status     appsv1.DaemonSetStatus `json:"status"`
+	State      StatusState            `json:"state"`
+	Reason     string                 `json:"reason"`
+	Gap        int32                  `json:"gap"`
+	HasGap     bool                   `json:"hasGap"`
+	Predicted  *jsonCoverage          `json:"predicted,omitempty"`
+	Intended   string                 `json:"intended,omitempty"`
+	Exemptions []jsonExemption        `json:"exemptions,omitempty"`
+	// GroupsNotChecked: see Entry.GroupsNotChecked.
+	GroupsNotChecked bool                     `json:"groupsNotChecked,omitempty"`
+	Investigation    []coverage.NodeDiagnosis `json:"investigation"`
+	Findings         []policy.Finding         `json:"findings"`
 }
 
 type jsonExemption struct {
@@ -235,7 +259,7 @@ func WriteJSON(w io.Writer, entries []Entry, nodesKnown bool) error {
 		j := jsonAuditEntry{
 			Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name, Status: e.DaemonSet.Status,
 			State: e.Status.State, Reason: e.Status.Reason, Gap: e.Status.Gap, HasGap: e.HasGap(),
-			Intended: e.Intended, Investigation: e.Investigation, Findings: e.Findings,
+			Intended: e.Intended, GroupsNotChecked: e.GroupsNotChecked, Investigation: e.Investigation, Findings: e.Findings,
 		}
 		for _, x := range e.Exemptions {
 			j.Exemptions = append(j.Exemptions, jsonExemption{Rule: x.Rule, Reason: x.Reason, Expires: x.LastDay()})

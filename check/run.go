@@ -62,10 +62,14 @@ func Run(in Input) (*Results, error) {
 	}
 	rd := &manifest.Reader{Stdin: in.Stdin, Render: in.Render}
 	var streamErr error
+	gated := 0 // DaemonSets with exemption or intended-coverage annotations
 	rd.OnDaemonSet = func(d manifest.DaemonSet) {
 		if streamErr != nil {
 			// The output cannot be written: judging the rest is wasted.
 			return
+		}
+		if policy.HasGatedAnnotation(d.DaemonSet) {
+			gated++
 		}
 		res := judge(d, in.Env, in.Namespace, byName)
 		if in.Stream != nil {
@@ -99,6 +103,11 @@ func Run(in Input) (*Results, error) {
 	if r.counts.DaemonSets == 0 && len(rd.Errors) == 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("no DaemonSet among the %d objects read", rd.Objects))
 	}
+	if gated > 0 && in.Env.Policy != nil && in.Env.Policy.GroupGated() {
+		r.Notes = append(r.Notes, fmt.Sprintf("groups not checked offline: %s exemption or intended-coverage annotations; "+
+			"exemptions.allowedGroups decides at admission who may add or change them, and check does not know who will apply them",
+			countDaemonSets(gated, "carries", "carry")))
+	}
 	if in.Env.Nodes == nil && needsNodes() {
 		r.Notes = append(r.Notes, "node-dependent rules were skipped: pass --nodes (dsguard nodes > nodes.yaml) to judge coverage")
 	}
@@ -131,4 +140,12 @@ func judge(d manifest.DaemonSet, env policy.Env, namespace string, nodes map[str
 func (r *Result) Fails(failOn policy.Action) bool {
 	v := r.Verdict()
 	return v == VerdictDeny || (failOn == policy.ActionWarn && v == VerdictWarn)
+}
+
+// countDaemonSets is "1 DaemonSet <one>" or "N DaemonSets <many>".
+func countDaemonSets(n int, one, many string) string {
+	if n == 1 {
+		return "1 DaemonSet " + one
+	}
+	return fmt.Sprintf("%d DaemonSets %s", n, many)
 }

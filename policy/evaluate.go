@@ -29,7 +29,8 @@ type Env struct {
 	Requester *Requester
 	// PreviousAnnotations are the stored object's annotations on UPDATE (nil
 	// on CREATE): exemptions the request leaves unchanged are not re-judged
-	// by the group gate.
+	// by the group gate (admission refuses the others' adds and changes, see
+	// Policy.RefuseAnnotationChanges).
 	PreviousAnnotations map[string]string
 	// HideNodeNames makes messages count nodes instead of naming them, for
 	// callers that have not authenticated.

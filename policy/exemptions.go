@@ -50,12 +50,110 @@ type Requester struct {
 	Groups   []string
 }
 
-// gateProblem says why the policy's exemption gate refuses the annotation
-// key on ds, "" when it lets it through. The namespace gate always applies;
-// the group gate needs the requester (admission only: offline and in the
-// audit it is not applied) and is not applied to an annotation the request
-// leaves unchanged, so that an exemption a permitted person granted survives
-// a rollout restart by someone else.
+// GatedAnnotation reports whether key is an annotation the policy's
+// exemption gate governs: every exempt.dsguard.io/* (also one that names no
+// rule or a rule that cannot be exempted, so that a later policy cannot turn
+// an annotation nobody permitted into one that holds) and
+// coverage.dsguard.io/intended.
+func GatedAnnotation(key string) bool {
+	return key == IntendedCoverageAnnotation || strings.HasPrefix(key, ExemptionAnnotationPrefix)
+}
+
+// HasGatedAnnotation reports whether ds carries an annotation the exemption
+// gate governs.
+func HasGatedAnnotation(ds *appsv1.DaemonSet) bool {
+	for key := range ds.Annotations {
+		if GatedAnnotation(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// GroupGated reports whether the policy names exemptions.allowedGroups: then
+// only their members may add or change a gated annotation, which only
+// admission (knowing the requester) can check.
+func (p *Policy) GroupGated() bool { return len(p.exemptions.AllowedGroups) > 0 }
+
+// allowedToAnnotate reports whether the requester is in one of the policy's
+// exemptions.allowedGroups (or the policy names none).
+func (p *Policy) allowedToAnnotate(r *Requester) bool {
+	if len(p.exemptions.AllowedGroups) == 0 {
+		return true
+	}
+	for _, g := range r.Groups {
+		if slices.Contains(p.exemptions.AllowedGroups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// annotationWritten reports whether a request that stores annotations over
+// previous (nil on CREATE) adds or changes key.
+func annotationWritten(annotations, previous map[string]string, key string) bool {
+	prev, had := previous[key]
+	return !had || prev != annotations[key]
+}
+
+// GateRefusal is the exemption gate's refusal of a request: a requester
+// outside exemptions.allowedGroups adds or changes gated annotations.
+type GateRefusal struct {
+	// Requester is the user name of whoever asked.
+	Requester string
+	// AllowedGroups are the policy's exemptions.allowedGroups.
+	AllowedGroups []string
+	// Keys are the annotations added or changed, sorted.
+	Keys []string
+}
+
+// RefuseAnnotationChanges returns why the request must be refused, nil when
+// it may proceed: with exemptions.allowedGroups set, an add or change of a
+// gated annotation by someone outside those groups is refused, whatever the
+// exempted rule's action, so that an annotation a later update leaves
+// unchanged is one a permitted person wrote (or one that predates the gate).
+// previous are the stored object's annotations on UPDATE, nil on CREATE.
+// Removing an annotation is always allowed.
+func (p *Policy) RefuseAnnotationChanges(ds *appsv1.DaemonSet, previous map[string]string, r Requester) *GateRefusal {
+	if p.allowedToAnnotate(&r) {
+		return nil
+	}
+	var keys []string
+	for key := range ds.Annotations {
+		if GatedAnnotation(key) && annotationWritten(ds.Annotations, previous, key) {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	return &GateRefusal{Requester: r.Username, AllowedGroups: p.exemptions.AllowedGroups, Keys: keys}
+}
+
+// Message is the refusal as the person at the terminal reads it: which
+// annotations, who asked, who may, and what to do instead.
+func (g *GateRefusal) Message() string {
+	what := "annotation " + g.Keys[0]
+	if len(g.Keys) > 1 {
+		what = "annotations " + strings.Join(g.Keys, ", ")
+	}
+	groups := strings.Join(g.AllowedGroups, ", ")
+	return fmt.Sprintf("dsguard refuses the change to %s: only members of %s may add or change exemption and "+
+		"intended-coverage annotations (exemptions.allowedGroups), and %s is not one.\n"+
+		"  fix: ask a member of %s to apply it, or leave the annotation as it was; removing it is always allowed.",
+		what, groups, g.Requester, groups)
+}
+
+// gateProblem says why the policy's exemption gate voids the annotation key
+// on ds, "" when it lets it through. The namespace gate always applies. The
+// group gate needs the requester (admission only: offline and in the audit
+// it is not applied) and judges only an annotation the request adds or
+// changes: admission refuses those from anyone outside the groups
+// (RefuseAnnotationChanges), so one an update leaves unchanged was written by
+// a permitted person, or predates the gate, and a rollout restart by someone
+// else keeps it. Where admission only warns (the fail-open namespaces), the
+// annotation is void for the request that writes it.
 func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
 	ex := &env.Policy.exemptions
 	ns := NamespaceOf(ds)
@@ -63,16 +161,11 @@ func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
 		return fmt.Sprintf("the policy allows exemptions only in namespaces %s (exemptions.allowedNamespaces)",
 			strings.Join(ex.AllowedNamespaces, ", "))
 	}
-	if len(ex.AllowedGroups) == 0 || env.Requester == nil {
+	if env.Requester == nil || env.Policy.allowedToAnnotate(env.Requester) {
 		return ""
 	}
-	if prev, ok := env.PreviousAnnotations[key]; ok && prev == ds.Annotations[key] {
+	if !annotationWritten(ds.Annotations, env.PreviousAnnotations, key) {
 		return ""
-	}
-	for _, g := range env.Requester.Groups {
-		if slices.Contains(ex.AllowedGroups, g) {
-			return ""
-		}
 	}
 	return fmt.Sprintf("%s may not grant it: only members of %s may (exemptions.allowedGroups)",
 		env.Requester.Username, strings.Join(ex.AllowedGroups, ", "))
@@ -153,7 +246,7 @@ func (env *Env) IntendedCoverage(ds *appsv1.DaemonSet) (reason, problem string, 
 	if !present {
 		return "", "", false
 	}
-	reason = strings.TrimSpace(value)
+	reason = CleanReason(value)
 	if reason == "" {
 		return "", "intended-coverage annotation has no reason, so it is ignored", false
 	}

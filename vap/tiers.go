@@ -95,7 +95,7 @@ func notExpressed(id string) []string {
 		"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
 		"an exemption value longer than 4,096 characters is not honoured (regular expressions cost in proportion to the string)",
 		"exempted findings leave no audit annotation",
-		"exemptions.allowedGroups is not checked (who added an exemption is not known to a policy that judges the object alone)",
+		"exemptions.allowedGroups is not checked here: in vap+webhook mode the webhook refuses an exemption or intended coverage that someone outside those groups adds or changes; in vap mode nothing does",
 	}
 	switch id {
 	case controlPlaneToleration:
@@ -111,7 +111,7 @@ func notExpressed(id string) []string {
 			"one message per request names the first bad annotation and lists the possible causes rather than the one that applies",
 			"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
 			"an exemption value longer than 4,096 characters is reported as invalid (regular expressions cost in proportion to the string)",
-			"exemptions.allowedGroups is not checked (who added an exemption is not known to a policy that judges the object alone)",
+			"exemptions.allowedGroups is not checked here: in vap+webhook mode the webhook refuses an exemption or intended coverage that someone outside those groups adds or changes; in vap mode nothing does",
 		}
 	case "node-coverage":
 		return []string{"not rendered: it needs the live node set; in vap+webhook mode the webhook enforces it, in vap mode nothing does"}

@@ -206,6 +206,21 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 			old.Namespace = req.Namespace
 		}
 	}
+	requester := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}
+	var previous map[string]string
+	if old != nil {
+		previous = old.Annotations
+	}
+	// An exemption or intended coverage written by someone outside
+	// exemptions.allowedGroups is refused whatever the rule's action, the
+	// enforcement override, an unchanged spec or ratcheting: stored, it
+	// would be an annotation that later updates leave unchanged, which the
+	// group gate trusts. The fail-open namespaces only warn, as for every
+	// other deny (Evaluate voids the annotation for this request there).
+	if refusal := active.Policy.RefuseAnnotationChanges(ds, previous, requester); refusal != nil && !h.failsOpen(req.Namespace) {
+		log.Info("refused an exemption annotation", "user", req.UserInfo.Username, "annotations", refusal.Keys)
+		return admission.Denied(refusal.Message())
+	}
 	// On a stale node view the rules judge as `dsguard check` does without
 	// --nodes (their offline form) rather than by nodes that may be gone.
 	nodes, stale := h.nodes(), h.nodesStale()
@@ -214,11 +229,8 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	}
 	env := policy.Env{
 		Policy: active.Policy, Now: h.now(), Nodes: nodes, Context: ctx,
-		Requester:     &policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups},
+		Requester: &requester, PreviousAnnotations: previous,
 		HideNodeNames: !Authenticated(ctx),
-	}
-	if old != nil {
-		env.PreviousAnnotations = old.Annotations
 	}
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -186,24 +187,97 @@ func TestDaemonSetHandler_NodeNamesOnlyToAuthenticatedCallers(t *testing.T) {
 	}
 }
 
-// TestDaemonSetHandler_ExemptionGate: the request's user decides whether an
-// exemption it adds takes effect.
+// TestDaemonSetHandler_ExemptionGate: with exemptions.allowedGroups set, an
+// exemption or intended coverage that a request adds or changes is refused
+// unless the requester is in one of the groups, whatever would soften a deny
+// (the rule's action, the enforcement override, an unchanged spec,
+// ratcheting); one the request leaves unchanged holds, so the two-step
+// self-exemption (add it to a compliant DaemonSet, then drop the
+// tolerations) fails at its first step.
 func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
-	h, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nexemptions:\n  allowedGroups: [platform-team]\n")
-	exempted := compliantDS(noTolerations, exempt("control-plane-toleration", "migrating; expires=2026-12-31"))
-	req := request(t, admissionv1.Create, exempted, nil)
-	if resp := h.Handle(t.Context(), req); resp.Allowed ||
-		!strings.Contains(strings.Join(resp.Warnings, "\n"), "alice may not grant it: only members of platform-team may") {
-		t.Errorf("alice (not in platform-team): want the deny to stand and a warning why, got allowed=%v warnings=%q", resp.Allowed, resp.Warnings)
+	const (
+		gated  = "exemptions:\n  allowedGroups: [platform-team]\n"
+		grant  = "migrating; expires=2026-12-31"
+		renew  = "migrating; expires=2027-01-31"
+		refuse = "dsguard refuses the change to annotation exempt.dsguard.io/control-plane-toleration: only members of " +
+			"platform-team may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and alice is not one."
+	)
+	intended := func(reason string) func(*appsv1.DaemonSet) {
+		return func(ds *appsv1.DaemonSet) {
+			ds.Annotations = map[string]string{"coverage.dsguard.io/intended": reason}
+		}
 	}
-	req.UserInfo.Groups = append(req.UserInfo.Groups, "platform-team")
-	if resp := h.Handle(t.Context(), req); !resp.Allowed || resp.AuditAnnotations["control-plane-toleration"] == "" {
-		t.Errorf("a platform-team member: want admitted with the exemption recorded, got allowed=%v audit=%v", resp.Allowed, resp.AuditAnnotations)
+	tests := []struct {
+		name     string
+		policy   string // after the gate
+		op       admissionv1.Operation
+		obj, old *appsv1.DaemonSet
+		member   bool // the requester is in platform-team
+		allowed  bool
+		says     string // in the deny message, or in a warning when admitted
+		recorded bool   // the exemption is recorded as an audit annotation
+	}{
+		{name: "CREATE with an exemption by an outsider", op: admissionv1.Create,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), says: refuse},
+		{name: "CREATE with an exemption by a member", op: admissionv1.Create, member: true,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), allowed: true, recorded: true},
+		{name: "step 1 of the two-step by an outsider: add to a compliant DaemonSet", op: admissionv1.Update,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: refuse},
+		{name: "step 1 under enforcement: warn", policy: "enforcement: warn\n", op: admissionv1.Update,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: refuse},
+		{name: "step 1 for a warn rule", policy: "rules:\n  control-plane-toleration: {action: warn}\n", op: admissionv1.Update,
+			obj: compliantDS(exempt("control-plane-toleration", "we know")), old: compliantDS(), says: "exempt.dsguard.io/control-plane-toleration"},
+		{name: "step 1 with ratcheting off", policy: "ratcheting: false\n", op: admissionv1.Update,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: refuse},
+		{name: "step 2 after a member's step 1: drop the tolerations, leave the exemption", op: admissionv1.Update,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)),
+			old: compliantDS(exempt("control-plane-toleration", grant)), allowed: true, recorded: true},
+		{name: "renewal by an outsider", op: admissionv1.Update,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", renew)),
+			old: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), says: refuse},
+		{name: "renewal by a member", op: admissionv1.Update, member: true,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", renew)),
+			old: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), allowed: true, recorded: true},
+		{name: "removal by an outsider", op: admissionv1.Update,
+			obj: compliantDS(), old: compliantDS(exempt("control-plane-toleration", grant)), allowed: true},
+		{name: "intended coverage added by an outsider", op: admissionv1.Update,
+			obj: compliantDS(intended("GPU nodes only")), old: compliantDS(), says: "annotation coverage.dsguard.io/intended"},
+		{name: "intended coverage left unchanged by an outsider", op: admissionv1.Update,
+			obj: compliantDS(latestImage, intended("GPU nodes only")), old: compliantDS(intended("GPU nodes only")), allowed: true},
+		{name: "a break-glass user is not gated", policy: "bypass: {users: [alice]}\n", op: admissionv1.Update,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), allowed: true},
+		{name: "a fail-open namespace only warns, and the exemption is void for the request", op: admissionv1.Create,
+			obj: compliantDS(noTolerations, inNamespace("kube-system"), exempt("control-plane-toleration", grant)), allowed: true,
+			says: "alice may not grant it: only members of platform-team may"},
 	}
-	// A later UPDATE by someone else that keeps the exemption as it is.
-	update := request(t, admissionv1.Update, compliantDS(noTolerations, latestImage, exempt("control-plane-toleration", "migrating; expires=2026-12-31")), exempted)
-	if resp := h.Handle(t.Context(), update); !resp.Allowed {
-		t.Errorf("an UPDATE that leaves the granted exemption unchanged: want admitted, got %s", resp.Result.Message)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"+gated+tt.policy)
+			h.FailOpenNamespaces = DefaultFailOpenNamespaces
+			var old any
+			if tt.old != nil {
+				tt.old.Namespace = tt.obj.Namespace
+				old = tt.old
+			}
+			req := request(t, tt.op, tt.obj, old)
+			if tt.member {
+				req.UserInfo.Groups = append(req.UserInfo.Groups, "platform-team")
+			}
+			resp := h.Handle(t.Context(), req)
+			msg := strings.Join(resp.Warnings, "\n")
+			if !resp.Allowed {
+				msg = resp.Result.Message
+			}
+			if resp.Allowed != tt.allowed {
+				t.Fatalf("allowed = %v, want %v:\n%s", resp.Allowed, tt.allowed, msg)
+			}
+			if !strings.Contains(msg, tt.says) {
+				t.Errorf("want %q in:\n%s", tt.says, msg)
+			}
+			if got := resp.AuditAnnotations["control-plane-toleration"] != ""; got != tt.recorded {
+				t.Errorf("exemption recorded = %v, want %v (%v)", got, tt.recorded, resp.AuditAnnotations)
+			}
+		})
 	}
 }
 

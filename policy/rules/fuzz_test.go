@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dsguard/dsguard/policy"
 )
@@ -122,11 +124,14 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 // FuzzParseExemption checks that any annotation value parses without
-// panicking, and that an accepted exemption has a trimmed, non-empty reason.
+// panicking, and that an accepted exemption has a trimmed, non-empty reason
+// that is safe to show: valid UTF-8, one line, no control characters, at
+// most policy.MaxReasonLength characters and an ellipsis.
 func FuzzParseExemption(f *testing.F) {
 	for _, s := range []string{
 		"", "reason", "reason; expires=2026-03-15", "; expires=2026-03-15", "expires=2026-03-15",
 		"a;b;c", "reason; Expires : 2026-02-30", "reason; expires=", "\x00; expires=9999-12-31",
+		"ok\nWarning: forged", "\x1b[31mred\x1b[0m; expires=2026-03-15", "\x1b]8;;http://x\x07link", "\xff\xfe",
 	} {
 		f.Add(s)
 	}
@@ -137,6 +142,10 @@ func FuzzParseExemption(f *testing.F) {
 		}
 		if e.Reason == "" || strings.TrimSpace(e.Reason) != e.Reason {
 			t.Errorf("ParseExemption(%q) reason %q", value, e.Reason)
+		}
+		if !utf8.ValidString(e.Reason) || strings.ContainsFunc(e.Reason, unicode.IsControl) ||
+			utf8.RuneCountInString(e.Reason) > policy.MaxReasonLength+1 {
+			t.Errorf("ParseExemption(%q) reason %q is not safe to show", value, e.Reason)
 		}
 		if !e.Expires.IsZero() && (e.Expires.Hour() != 0 || e.Expires.Location().String() != "UTC") {
 			t.Errorf("ParseExemption(%q) expires %v, want midnight UTC", value, e.Expires)

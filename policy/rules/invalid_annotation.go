@@ -22,13 +22,15 @@ var invalidAnnotationRule = policy.NewRule(policy.Rule{
 		"apply, and the findings it was meant to cover stand. An exemption from a rule whose action is deny " +
 		"must end: without \"; expires=YYYY-MM-DD\", or with an expiry more than exemptions.maxExemptionDays " +
 		"(default 90) away, it is void. When the policy names exemptions.allowedNamespaces, exemptions and " +
-		"intended-coverage annotations elsewhere are void; when it names exemptions.allowedGroups, one that a " +
-		"request adds or changes is void unless the requesting user is in one of those groups (an annotation " +
-		"an update leaves unchanged keeps its verdict). dsguard check and the audit do not know who applies " +
-		"a manifest, so they do not apply the group gate.",
+		"intended-coverage annotations elsewhere are void; when it names exemptions.allowedGroups, admission " +
+		"refuses a request that adds or changes one unless the requesting user is in one of those groups, " +
+		"whatever the exempted rule's action (so one an update leaves unchanged was written by a permitted " +
+		"person); in the fail-open namespaces it is only void, with a warning. Reasons are shown as one line, " +
+		"without control characters or escape sequences, and cut after 256 characters. dsguard check and the " +
+		"audit do not know who applies a manifest, so they apply the namespace gate only and say so.",
 	Remediation: "Give the annotation a reason and, for a deny rule, an expiry within the policy's limit " +
 		"(\"<why>; expires=YYYY-MM-DD\"), renew or remove an expired exemption, check the rule ID after " +
-		"exempt.dsguard.io/, and have someone the policy allows apply it.",
+		"exempt.dsguard.io/, and have someone the policy allows add or change it (anyone may remove it).",
 	DefaultAction: policy.ActionWarn,
 	Exemptible:    false,
 }, nil, checkInvalidAnnotation)
