@@ -201,12 +201,16 @@ func notesManifest(t *testing.T, helmOutput string) string {
 // refused, and an uninstall that leaves no webhook behind.
 func TestHelmInstall_WebhookRejectsAndWarns(t *testing.T) {
 	// framework.Start applied the webhook configuration and the policy with
-	// kubectl; helm must own them now.
+	// kubectl, and the dsguard it started wrote its last-good record (the
+	// chart creates that record in a cluster); helm must own them now.
 	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found")
 	mustKubectl(t, "", "delete", "configmap", "dsguard-policy", "-n", namespace, "--ignore-not-found")
 
 	for _, h := range helms() {
 		t.Run(h.name, func(t *testing.T) {
+			// Deleted before each install: the dsguard running outside the
+			// chart writes the record again whenever it loads a policy.
+			mustKubectl(t, "", "delete", "configmap", "dsguard-policy-last-good", "-n", namespace, "--ignore-not-found")
 			r := helm(t, h, "install", "dsguard", "charts/dsguard", "--namespace", namespace, "--set", "tls.mode=file",
 				"--set", "webhook.url="+cluster.WebhookURL, "--set", "webhook.caBundle="+caBundle)
 			if r.Err != nil {
