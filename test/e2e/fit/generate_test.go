@@ -133,7 +133,11 @@ func generate(r *rand.Rand, run string, i int) *scenario {
 			},
 		}
 		if q, ok := alloc[dongle]; ok && q.Value() > 0 && r.IntN(2) == 0 {
-			p.Spec.Containers[0].Resources.Requests[dongle] = *resource.NewQuantity(1, resource.DecimalSI)
+			// Extended resources cannot be overcommitted: the API server
+			// wants a limit equal to the request.
+			one := *resource.NewQuantity(1, resource.DecimalSI)
+			p.Spec.Containers[0].Resources.Requests[dongle] = one
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{dongle: one}
 		}
 		// No two bound Pods share a host port: the scheduler keeps ports as
 		// a set, and bound Pods skip its checks.
@@ -167,7 +171,9 @@ func generate(r *rand.Rand, run string, i int) *scenario {
 	case 0: // above allocatable
 		c.Resources.Requests[corev1.ResourceCPU] = mcpu(cpu + 250)
 	case 1:
-		c.Resources.Requests[dongle] = *resource.NewQuantity(1, resource.DecimalSI)
+		one := *resource.NewQuantity(1, resource.DecimalSI)
+		c.Resources.Requests[dongle] = one
+		c.Resources.Limits = corev1.ResourceList{dongle: one}
 	}
 	if r.IntN(3) == 0 {
 		c.Ports = []corev1.ContainerPort{randomPort(r)}
