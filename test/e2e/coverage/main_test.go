@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -57,25 +56,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "coverage:", err)
 		return 1
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory:    tools,
-		ControlPlaneStartTimeout: 90 * time.Second,
-		ControlPlaneStopTimeout:  30 * time.Second,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coverage: starting the control plane:", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-
-	kcm, err = framework.StartControllerManager(framework.ControllerManagerOptions{Tools: tools, KubeConfig: env.KubeConfig})
+	plane, err := framework.StartControllerPlane(tools)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coverage:", err)
 		return 1
 	}
-	defer kcm.Stop()
+	defer plane.Stop()
+	cfg := plane.Config
+	kcm = plane.KCM
 
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 1000, 2000

@@ -25,7 +25,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -58,25 +57,14 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	env := &envtest.Environment{
-		BinaryAssetsDirectory:    tools,
-		ControlPlaneStartTimeout: 90 * time.Second,
-		ControlPlaneStopTimeout:  30 * time.Second,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fit: starting the control plane:", err)
-		_ = env.Stop()
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-
-	kcm, err = framework.StartControllerManager(framework.ControllerManagerOptions{Tools: tools, KubeConfig: env.KubeConfig})
+	plane, err := framework.StartControllerPlane(tools)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fit:", err)
 		return 1
 	}
-	defer kcm.Stop()
+	defer plane.Stop()
+	env, cfg := plane.Env, plane.Config
+	kcm = plane.KCM
 
 	if scheduler, err = startScheduler(tools, dir, env.KubeConfig); err != nil {
 		fmt.Fprintln(os.Stderr, "fit:", err)
