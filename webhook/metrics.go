@@ -13,6 +13,9 @@ type Metrics struct {
 	Bypasses  prometheus.Counter
 	// ConnectionsEvicted counts connections closed at the connection cap.
 	ConnectionsEvicted prometheus.Counter
+	// MetricsConnectionsEvicted counts connections to the metrics port
+	// closed at its cap.
+	MetricsConnectionsEvicted prometheus.Counter
 	// HeavyWaiting is the number of large reviews waiting for the heavy lane.
 	HeavyWaiting prometheus.Gauge
 	// Refusals counts requests and connections the webhook server refused,
@@ -40,6 +43,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_webhook_connections_evicted_total",
 		Help: "Connections to the webhook port closed at the connection cap (--max-connections) before they delivered a whole request: a sign of slow or abusive clients.",
 	})
+	m.MetricsConnectionsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dsguard_metrics_connections_evicted_total",
+		Help: "Connections to the metrics port closed at its connection cap (--metrics-max-connections): a client holding connections open there.",
+	})
 	m.HeavyWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dsguard_heavy_evaluations_waiting",
 		Help: "DaemonSet reviews with a large placement or a body over 256 KiB waiting for their turn: large reviews are decoded and judged a few at a time, so that they never delay ordinary ones.",
@@ -48,6 +55,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_webhook_refusals_total",
 		Help: "Requests and connections the webhook server refused, cut off or dropped, by reason (connection-evicted, slow-body, body-budget, lane-timeout, lane-evicted, lane-full) and caller (api-server: authenticated; unauthenticated: client authentication is on and the caller failed it; unknown: client authentication is off). A refused review of the API server's is admitted unjudged on a fail-open webhook entry.",
 	}, []string{"reason", "caller"})
-	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.HeavyWaiting, m.Refusals)
+	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.MetricsConnectionsEvicted, m.HeavyWaiting, m.Refusals)
 	return m
 }

@@ -140,22 +140,9 @@ func NewServer(opts ServerOptions, onEvict func()) *Server {
 // watcher when no option supplies certificates, and client authentication
 // with a client CA bundle reloaded on change (nil without one).
 func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, *clientAuth, error) {
-	cfg := &tls.Config{}
-	HardenTLS(cfg)
-	for _, op := range s.opts.TLSOpts {
-		op(cfg)
-	}
-	if cfg.GetCertificate == nil {
-		w, err := certwatcher.New(filepath.Join(s.opts.CertDir, s.opts.CertName), filepath.Join(s.opts.CertDir, s.opts.KeyName))
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.GetCertificate = w.GetCertificate
-		go func() {
-			if err := w.Start(ctx); err != nil {
-				logf.FromContext(ctx).Error(err, "serving certificate watcher")
-			}
-		}()
+	cfg, err := servingTLS(ctx, s.opts.CertDir, s.opts.CertName, s.opts.KeyName, s.opts.TLSOpts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if s.opts.ClientCAFile == "" {
 		if s.opts.RequireClientCert {
@@ -173,6 +160,30 @@ func (s *Server) tlsConfig(ctx context.Context) (*tls.Config, *clientAuth, error
 	cfg = auth.config.Load().Clone()
 	cfg.GetConfigForClient = auth.getConfigForClient
 	return cfg, auth, nil
+}
+
+// servingTLS is the hardened TLS configuration with the options applied and,
+// when no option supplies certificates, a watcher of the certificate files
+// (reloaded on change until ctx ends).
+func servingTLS(ctx context.Context, certDir, certName, keyName string, opts []func(*tls.Config)) (*tls.Config, error) {
+	cfg := &tls.Config{}
+	HardenTLS(cfg)
+	for _, op := range opts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil {
+		w, err := certwatcher.New(filepath.Join(certDir, certName), filepath.Join(certDir, keyName))
+		if err != nil {
+			return nil, err
+		}
+		cfg.GetCertificate = w.GetCertificate
+		go func() {
+			if err := w.Start(ctx); err != nil {
+				logf.FromContext(ctx).Error(err, "serving certificate watcher")
+			}
+		}()
+	}
+	return cfg, nil
 }
 
 // Start implements manager.Runnable: it serves until ctx ends, then lets

@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +71,7 @@ type serveOptions struct {
 	requireClient   bool
 	clientIDs       []string
 	maxConnections  int
+	metricsMaxConns int
 	readTimeout     time.Duration
 	failOpen        []string
 	apiCompression  bool
@@ -120,6 +123,7 @@ func newServeCommand() *cobra.Command {
 	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file naming one of --client-identities")
 	f.StringSliceVar(&o.clientIDs, "client-identities", dswebhook.DefaultClientIdentities, "names (subject common name or DNS name) the API server's client certificate may carry; a certificate from --client-ca-file with another name does not authenticate the API server")
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
+	f.IntVar(&o.metricsMaxConns, "metrics-max-connections", dswebhook.DefaultMetricsMaxConnections, "open connections to the metrics port at most; at the cap a new connection evicts one of the source holding the most")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
 	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the API server for gzip-compressed responses (it then compresses every Node update on the node view's watch): off, as kube-controller-manager and kube-scheduler keep it on a cluster network; on for an API server behind a slow link")
@@ -263,15 +267,6 @@ func (o *serveOptions) certificates(restConfig *rest.Config, scheme *runtime.Sch
 // the metrics and probe endpoints, and the hardened webhook server.
 func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Scheme,
 	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
-	// Metrics are served with the webhook's certificate (its CA is the
-	// chart's), so that a scraper can verify them instead of skipping
-	// verification of a self-signed certificate: the files of --cert-dir, or
-	// the self-managed certificate webhookTLSOpts serves.
-	metricsOpts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: webhookTLSOpts,
-		CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName}
-	if o.metricsSecure {
-		metricsOpts.FilterProvider = metricsauth.FilterProvider
-	}
 	// controller-runtime's own webhook server never times out a slow
 	// request body and accepts connections without limit.
 	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
@@ -296,8 +291,11 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 		}},
 		// No manager-wide election: the auditor has a Lease of its own
 		// (audit.Elected), so losing it never stops admission.
-		LeaderElection:          false,
-		Metrics:                 metricsOpts,
+		LeaderElection: false,
+		// controller-runtime's metrics server is off: it accepts
+		// connections without limit, so dsguard serves the port itself
+		// (addMetricsServer).
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: &o.shutdownTimeout,
@@ -306,7 +304,40 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
+	if err := o.addMetricsServer(mgr, webhookTLSOpts, m); err != nil {
+		return nil, err
+	}
 	return mgr, nil
+}
+
+// addMetricsServer serves the metrics registry on --metrics-bind-address:
+// HTTPS with Kubernetes authentication and authorization (metricsauth)
+// unless --metrics-secure=false, behind a connection cap. Metrics are served
+// with the webhook's certificate (its CA is the chart's), so that a scraper
+// can verify them instead of skipping verification of a self-signed
+// certificate: the files of --cert-dir, or the self-managed certificate
+// tlsOpts serves.
+func (o *serveOptions) addMetricsServer(mgr ctrl.Manager, tlsOpts []func(*tls.Config), m *dswebhook.Metrics) error {
+	if o.metricsAddr == "0" {
+		return nil
+	}
+	var handler http.Handler = promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	if o.metricsSecure {
+		filter, err := metricsauth.FilterProvider(mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return fmt.Errorf("metrics authentication: %w", err)
+		}
+		if handler, err = filter(ctrl.Log.WithName("metrics").WithValues("path", "/metrics"), handler); err != nil {
+			return fmt.Errorf("metrics authentication: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", handler)
+	return mgr.Add(dswebhook.NewMetricsServer(dswebhook.MetricsServerOptions{
+		Addr: o.metricsAddr, Secure: o.metricsSecure, TLSOpts: tlsOpts,
+		CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName,
+		Handler: mux, MaxConnections: o.metricsMaxConns, OnEvict: m.MetricsConnectionsEvicted.Inc,
+	}))
 }
 
 // addClusterView adds the policy loader and the node view, which every
