@@ -43,14 +43,15 @@ type Config struct {
 	Rules RulesConfig `yaml:"rules"`
 }
 
-// InfrastructureNamespaces are the namespaces of the CNI, kube-proxy and
-// storage node plugins, where the built-in policy only warns and the webhook
-// fails open: if the network breaks, the fix to its DaemonSet must land
-// whatever dsguard thinks of it.
-var InfrastructureNamespaces = []string{
-	"kube-system", "calico-system", "calico-apiserver", "tigera-operator", "kube-flannel", "cilium",
-	"longhorn-system", "rook-ceph",
-}
+// InfrastructureNamespaces are the namespaces where the built-in policy only
+// warns and the webhook fails open by default: if the network breaks, the fix
+// to kube-proxy's or the CNI's DaemonSet must land whatever dsguard thinks of
+// it. Only kube-system: it always exists, so nobody can create it, whereas a
+// well-known CNI namespace (calico-system, kube-flannel, ...) that does not
+// exist could be created by anyone allowed to create namespaces, who would
+// then escape every deny in it. The chart adds those that exist at install
+// (webhook.failOpenIfPresent); others are named by the operator.
+var InfrastructureNamespaces = []string{"kube-system"}
 
 // NamespaceEnforcementConfig caps actions in the namespaces matching Namespaces.
 type NamespaceEnforcementConfig struct {

@@ -32,13 +32,26 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 		warningHas  string
 		wantResult  string
 		auditHasKey string
+		failOpen    []string // nil: kube-system, calico-system, kube-flannel
 	}{
 		{
-			name: "a deny becomes a warning in calico-system (the built-in policy warns there too)",
+			name: "a deny becomes a warning in calico-system when it is listed as failing open",
 			req: func(t *testing.T) admission.Request {
 				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("calico-system")), nil)
 			},
 			allowed: true, code: http.StatusOK, warningHas: "control-plane-toleration: no toleration", wantResult: "warned",
+		},
+		{
+			// A well-known CNI namespace that nobody created yet could be
+			// created by a tenant: by default only kube-system fails open,
+			// and neither the handler nor the built-in policy lowers a deny
+			// elsewhere.
+			name:     "with the default list, a deny stands in a kube-flannel a tenant created",
+			failOpen: DefaultFailOpenNamespaces,
+			req: func(t *testing.T) admission.Request {
+				return request(t, admissionv1.Create, compliantDS(noTolerations, inNamespace("kube-flannel")), nil)
+			},
+			allowed: false, code: http.StatusForbidden, wantResult: "denied",
 		},
 		{
 			name:   "a deny becomes a warning in kube-flannel even when the policy would deny there",
@@ -87,6 +100,9 @@ func TestDaemonSetHandler_FailOpenNamespaces(t *testing.T) {
 				h.source = clusterview.NewPolicySource(nil)
 			}
 			h.FailOpenNamespaces = []string{"kube-system", "calico-system", "kube-flannel"}
+			if tt.failOpen != nil {
+				h.FailOpenNamespaces = tt.failOpen
+			}
 			resp := h.Handle(t.Context(), tt.req(t))
 			if resp.Allowed != tt.allowed || resp.Result == nil || resp.Result.Code != tt.code {
 				t.Fatalf("allowed=%v result=%+v; want allowed=%v code %d", resp.Allowed, resp.Result, tt.allowed, tt.code)

@@ -138,6 +138,23 @@ brackets): the serving certificate must be valid for it. */}}
 {{- end -}}
 
 {{/*
+The fail-open namespaces, comma-separated: webhook.failOpenNamespaces, and
+those of webhook.failOpenIfPresent that exist when the chart is installed or
+upgraded. A name that does not exist yet is left out: anyone allowed to
+create namespaces could create it and escape every deny there. Without a
+cluster to ask (helm template) none of the latter are found.
+*/}}
+{{- define "dsguard.failOpenNamespaces" -}}
+{{- $list := .Values.webhook.failOpenNamespaces -}}
+{{- range .Values.webhook.failOpenIfPresent -}}
+{{- if lookup "v1" "Namespace" "" . -}}
+{{- $list = append $list . -}}
+{{- end -}}
+{{- end -}}
+{{- $list | uniq | join "," -}}
+{{- end -}}
+
+{{/*
 Every name a generated ValidatingAdmissionPolicy or binding can have
 (vap.PossibleNames; test/chart keeps the two in step), one per line.
 */}}

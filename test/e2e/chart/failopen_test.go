@@ -10,8 +10,10 @@ import (
 // TestFailOpenNamespaces_CNIFixLandsWhileDsguardIsDown installs the chart
 // (default failurePolicy Fail) pointed at an address where nothing answers,
 // as when a broken CNI has taken dsguard's Pods off the network: a DaemonSet
-// in calico-system (one of the default fail-open namespaces) still lands,
-// while one in monitoring is refused because dsguard cannot be reached.
+// in calico-system (a well-known CNI namespace that exists at install, so
+// the chart makes it fail open) still lands, while one in monitoring is
+// refused because dsguard cannot be reached, and so is one in a kube-flannel
+// namespace a tenant creates after the install.
 func TestFailOpenNamespaces_CNIFixLandsWhileDsguardIsDown(t *testing.T) {
 	const ns, release = "dsguard-lockout", "lockout"
 	// Only this release's webhook configuration may be called.
@@ -42,4 +44,27 @@ func TestFailOpenNamespaces_CNIFixLandsWhileDsguardIsDown(t *testing.T) {
 		t.Fatalf("the CNI namespace's DaemonSet was refused while dsguard is down: %v", r.Error())
 	}
 	mustKubectl(t, "", "delete", "daemonset", "node-exporter", "-n", "calico-system")
+
+	// A well-known CNI namespace that did not exist at install is not
+	// fail-open: a tenant allowed to create namespaces creates kube-flannel
+	// and is judged there like anywhere else (here: refused, dsguard being
+	// unreachable under failurePolicy Fail), on the webhook entry and in
+	// dsguard's own flag alike.
+	if args := mustKubectl(t, "", "get", "deployment", release+"-dsguard", "-n", ns, "-o", "jsonpath={.spec.template.spec.containers[0].args}"); !strings.Contains(args, "--fail-open-namespaces=kube-system,calico-system\"") {
+		t.Errorf("want --fail-open-namespaces=kube-system,calico-system (the existing ones), args: %s", args)
+	}
+	const tenant = "tenant-creates-namespaces"
+	mustKubectl(t, "", "create", "clusterrole", tenant, "--verb=create,get,delete", "--resource=namespaces,daemonsets.apps")
+	mustKubectl(t, "", "create", "clusterrolebinding", tenant, "--clusterrole="+tenant, "--user="+tenant)
+	t.Cleanup(func() {
+		kubectl(t, "", "delete", "namespace", "kube-flannel", "--ignore-not-found", "--wait=false")
+		kubectl(t, "", "delete", "clusterrolebinding,clusterrole", tenant, "--ignore-not-found")
+	})
+	if r := kubectl(t, "", "create", "namespace", "kube-flannel", "--as="+tenant); r.Err != nil {
+		t.Fatalf("the tenant could not create kube-flannel: %v", r.Error())
+	}
+	flannel := strings.Replace(nodeExporter, "namespace: monitoring", "namespace: kube-flannel", 1)
+	if r := kubectl(t, flannel, "create", "-f", "-", "--as="+tenant); r.ExitCode == 0 || !strings.Contains(r.Stderr, `failed calling webhook "daemonsets.dsguard.io"`) {
+		t.Errorf("a DaemonSet in a kube-flannel the tenant created after install must meet the fail-closed entry, got exit %d:\n%s%s", r.ExitCode, r.Stdout, r.Stderr)
+	}
 }
