@@ -23,6 +23,7 @@ type vapOptions struct {
 	excluded      []string
 	failurePolicy string
 	today         string
+	confine       string
 }
 
 func newVAPCommand() *cobra.Command {
@@ -39,6 +40,9 @@ func newVAPCommand() *cobra.Command {
 			"  kubectl get configmap -n dsguard-system dsguard-policy -o yaml | dsguard vap --config -",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.confine != "" {
+				return writeConfinement(cmd.OutOrStdout(), o.confine)
+			}
 			cfg, err := loadPolicyDocument(o.configFile, o.policyKey)
 			if err != nil {
 				return err
@@ -68,8 +72,36 @@ func newVAPCommand() *cobra.Command {
 	f.StringVarP(&o.namespace, "namespace", "n", "dsguard-system", "dsguard's own namespace, never judged")
 	f.StringSliceVar(&o.excluded, "exclude-namespace", nil, "namespace whose DaemonSets are never judged (repeatable)")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "what the API server does when a deny policy's CEL cannot be evaluated: Fail or Ignore")
+	f.StringVar(&o.confine, "static-confinement", "", "instead of rendering, print the static policy that limits what this ServiceAccount user (system:serviceaccount:<namespace>:<name>) may create among ValidatingAdmissionPolicies, for the API server's static manifests directory (docs/security.md)")
 	f.StringVar(&o.today, "today", "", "day exemption expiries are judged against, YYYY-MM-DD (default: today, UTC)")
 	return cmd
+}
+
+// writeConfinement prints vap.Confinement for user as a YAML stream.
+func writeConfinement(w io.Writer, user string) error {
+	policy, binding, err := vap.Confinement(user)
+	if err != nil {
+		return err
+	}
+	// The comment sits inside the first document: the API server's
+	// manifest loader takes text before a first "---" as a document of
+	// its own, and refuses one without a kind.
+	fmt.Fprintf(w, "---\n# Limits what %s may create among ValidatingAdmissionPolicies and bindings.\n"+
+		"# Load it as a static manifest: put this file in the directory named by staticManifestsDir of the\n"+
+		"# ValidatingAdmissionPolicy plugin in the API server's --admission-control-config-file. Applied with\n"+
+		"# kubectl it would refuse nothing: the API server evaluates no policy created through its API on\n"+
+		"# ValidatingAdmissionPolicies or bindings.\n", user)
+	for i, obj := range []any{policy, binding} {
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			fmt.Fprint(w, "---\n")
+		}
+		fmt.Fprintf(w, "%s", out)
+	}
+	return nil
 }
 
 // loadPolicyDocument reads a PolicyConfig document, or the document inside

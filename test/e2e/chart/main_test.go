@@ -33,7 +33,7 @@ var kube kubernetes.Interface
 var caBundle string
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.RunSuite(m, "e2e: chart", framework.Options{Nodes: framework.SmallCluster},
+	os.Exit(framework.RunSuite(m, "e2e: chart", framework.Options{Nodes: framework.SmallCluster, StaticConfinement: []string{vapUser}},
 		func(ctx context.Context, s *framework.Suite) error {
 			cluster, kube = s.Cluster, s.Kube
 			r := cluster.Kubectl(ctx, "", "get", "validatingwebhookconfiguration", "dsguard",

@@ -133,6 +133,10 @@ func checkAdmissionPolicy(t *testing.T, dsguardLog func() string) {
 		{"add an object selector", `[{"op":"add","path":"/webhooks/0/objectSelector","value":{"matchLabels":{"skip":"no"}}}]`},
 		{"drop a webhook", `[{"op":"remove","path":"/webhooks/1"}]`},
 		{"relabel the configuration", `[{"op":"add","path":"/metadata/labels/owner","value":"me"}]`},
+		// A fake owner would let the garbage collector delete the
+		// configuration; a finalizer would keep a deleted one half alive.
+		{"give it an owner", `[{"op":"add","path":"/metadata/ownerReferences","value":[{"apiVersion":"v1","kind":"Namespace","name":"default","uid":"00000000-0000-0000-0000-000000000001"}]}]`},
+		{"add a finalizer", `[{"op":"add","path":"/metadata/finalizers","value":["example.com/hold"]}]`},
 		{"shorten the timeout", `[{"op":"replace","path":"/webhooks/0/timeoutSeconds","value":1}]`},
 	} {
 		if r := update(c.patch); r.ExitCode == 0 || !strings.Contains(r.Stderr, policyDenied) {

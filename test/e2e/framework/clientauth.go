@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -22,7 +23,10 @@ import (
 // the AdmissionConfiguration naming that kubeconfig. It returns the CA file
 // for dsguard and the configuration file for kube-apiserver's
 // --admission-control-config-file.
-func webhookClientAuth(dir string) (caFile, admissionConfig string, err error) {
+//
+// With staticDir set, the ValidatingAdmissionPolicy plugin also loads the
+// static policies in that directory.
+func webhookClientAuth(dir, staticDir string) (caFile, admissionConfig string, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", err
@@ -78,7 +82,7 @@ plugins:
       apiVersion: apiserver.config.k8s.io/v1
       kind: WebhookAdmissionConfiguration
       kubeConfigFile: %s
-`, kubeconfig),
+`, kubeconfig) + staticPolicies(staticDir),
 	}
 	for path, content := range files {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -86,4 +90,37 @@ plugins:
 		}
 	}
 	return caFile, admissionConfig, nil
+}
+
+// staticPolicies is the AdmissionConfiguration entry that loads the static
+// policies of dir, "" without one.
+func staticPolicies(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return fmt.Sprintf(`  - name: ValidatingAdmissionPolicy
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: ValidatingAdmissionPolicyConfiguration
+      staticManifestsDir: %s
+`, dir)
+}
+
+// staticConfinement writes, for each user, what `dsguard vap
+// --static-confinement` prints into a static manifests directory under dir.
+// All users' policies share the static object names, so only one user is
+// supported per directory.
+func staticConfinement(dsguard, dir string, users []string) (string, error) {
+	if len(users) != 1 {
+		return "", fmt.Errorf("static confinement for %d users: the policy has one name, so one user", len(users))
+	}
+	static := filepath.Join(dir, "static-policies")
+	if err := os.MkdirAll(static, 0o700); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(dsguard, "vap", "--static-confinement", users[0]).Output()
+	if err != nil {
+		return "", fmt.Errorf("dsguard vap --static-confinement %s: %w", users[0], err)
+	}
+	return static, os.WriteFile(filepath.Join(static, "dsguard-confinement.yaml"), out, 0o600)
 }

@@ -67,6 +67,10 @@ type Options struct {
 	// balancer (see Replicas) instead of the one process; they share the
 	// Lease as a Deployment's Pods do.
 	Replicas int
+	// StaticConfinement names ServiceAccount users for which the API server
+	// loads, from its static manifests directory, the policy `dsguard vap
+	// --static-confinement` prints.
+	StaticConfinement []string
 }
 
 // Start builds dsguard, starts etcd and kube-apiserver, starts `dsguard
@@ -110,7 +114,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// The API server authenticates to webhooks with a client certificate,
 	// as the security guide asks operators to configure it.
 	var admissionConfig string
-	if c.ClientCAFile, admissionConfig, err = webhookClientAuth(c.dir); err != nil {
+	staticDir := ""
+	if len(opts.StaticConfinement) > 0 {
+		if staticDir, err = staticConfinement(c.Dsguard, c.dir, opts.StaticConfinement); err != nil {
+			return nil, err
+		}
+	}
+	if c.ClientCAFile, admissionConfig, err = webhookClientAuth(c.dir, staticDir); err != nil {
 		return nil, err
 	}
 	c.env.ControlPlane.GetAPIServer().Configure().Append("admission-control-config-file", admissionConfig)
