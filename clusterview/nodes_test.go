@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -194,8 +195,12 @@ func TestNodeView_RunsItsReflector(t *testing.T) {
 	if got := v.Snapshot().Names(); !slices.Equal(got, []string{"w-0", "w-1"}) {
 		t.Errorf("nodes after the changes = %v", got)
 	}
-	if v.Age() == 0 {
-		t.Error("the freshness clock did not start with the view")
+	// Start starts the clock just after the first list closes builtChan, on
+	// its own goroutine: poll, within a bound, instead of racing it.
+	for deadline := time.Now().Add(5 * time.Second); v.Age() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the freshness clock did not start with the view within 5s")
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

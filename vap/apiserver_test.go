@@ -126,13 +126,14 @@ type request struct {
 	object    *appsv1.DaemonSet
 	old       *appsv1.DaemonSet // nil: CREATE
 	user      string
+	groups    []string
 }
 
 func (r request) attributes() *admission.VersionedAttributes {
 	obj := r.object.DeepCopy()
 	obj.Namespace = r.namespace
 	v := &admission.VersionedAttributes{VersionedKind: daemonSetGVK, VersionedObject: admission.NewLazyObject(obj)}
-	who := &user.DefaultInfo{Name: r.user}
+	who := &user.DefaultInfo{Name: r.user, Groups: r.groups}
 	if r.old == nil {
 		v.Attributes = admission.NewAttributesRecord(obj, nil, daemonSetGVK, r.namespace, obj.Name, daemonSetGVR, "", admission.Create, nil, false, who)
 		return v

@@ -224,6 +224,7 @@ const costPolicy = `apiVersion: dsguard.io/v1alpha1
 kind: PolicyConfig
 namespaceEnforcement: [{namespaces: ["kube-*", "sandbox-?"], enforcement: warn}]
 bypass: {users: [break-glass], groups: [oncall]}
+exemptions: {allowedGroups: [platform-team, sre]}
 rules:
   control-plane-toleration:
     parameters: {taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}, {key: node-role.kubernetes.io/master, effect: NoExecute}]}
@@ -357,14 +358,15 @@ func changedCopy(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 
 // costPolicies are the policies the cost test measures: every rule denies,
 // with every parameter set (the costliest form of each check; the deny
-// policies carry the ratcheting comparison), and some namespaces warn.
+// policies carry the ratcheting comparison), some namespaces warn, and the
+// exemption gate refuses, or warns in a fail-open namespace.
 func costPolicies(t testing.TB) *Result {
 	t.Helper()
 	cfg, err := rules.Builtin().ParseConfig([]byte(costPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Render(cfg, Options{Namespace: "dsguard-system", Today: testDay})
+	res, err := Render(cfg, Options{Namespace: "dsguard-system", FailOpenNamespaces: []string{"kube-system"}, Today: testDay})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ func TestPossibleNames_CoverEveryRender(t *testing.T) {
 	for _, action := range []string{"deny", "warn", "audit"} {
 		for _, ratcheting := range []string{"true", "false"} {
 			doc := "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nratcheting: " + ratcheting + "\n" +
+				"exemptions: {allowedGroups: [platform-team]}\n" +
 				"namespaceEnforcement:\n- {namespaces: [kube-system], enforcement: warn}\n- {namespaces: [legacy], enforcement: audit}\nrules:\n"
 			for _, r := range rules.Builtin().Rules() {
 				if Renders(r.ID) {
@@ -30,7 +31,7 @@ func TestPossibleNames_CoverEveryRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Render(cfg, Options{Namespace: "dsguard-system"})
+			res, err := Render(cfg, Options{Namespace: "dsguard-system", FailOpenNamespaces: []string{"kube-system"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,15 +47,21 @@ func TestPossibleNames_CoverEveryRender(t *testing.T) {
 	}
 	// Some rules never cap a check below their action (no -deny-warn for
 	// them): PossibleNames may list a few names no render makes, all of
-	// them dsguard's own.
+	// them dsguard's own. The exemption gate's are all made.
 	if len(seen) == 0 {
 		t.Fatal("nothing rendered")
+	}
+	for _, s := range GateSuffixes {
+		if name := NamePrefix + GateName + "-" + s; !seen[name] {
+			t.Errorf("no render made %s", name)
+		}
 	}
 }
 
 // TestPossibleNames_TheChartGrantsTheSame: the chart's RBAC and confining
-// policy list the generated names from two lists in _helpers.tpl (rules and
-// suffixes); they must be the ones PossibleNames is made of.
+// policy list the generated names from three lists in _helpers.tpl (rules,
+// their suffixes, the exemption gate's suffixes); they must be the ones
+// PossibleNames is made of.
 func TestPossibleNames_TheChartGrantsTheSame(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("..", "charts", "dsguard", "templates", "_helpers.tpl"))
 	if err != nil {
@@ -65,9 +72,12 @@ func TestPossibleNames_TheChartGrantsTheSame(t *testing.T) {
 	if start < 0 {
 		t.Fatal(`_helpers.tpl has no "dsguard.generatedPolicyNames"`)
 	}
-	lists := regexp.MustCompile(`range \$[rs] := list ((?:"[^"]+" ?)+)`).FindAllStringSubmatch(tpl[start:], 2)
-	if len(lists) != 2 {
-		t.Fatalf("want the rules' and the suffixes' lists, found %d", len(lists))
+	lists := regexp.MustCompile(`range \$[rsg] := list ((?:"[^"]+" ?)+)`).FindAllStringSubmatch(tpl[start:], 3)
+	if len(lists) != 3 {
+		t.Fatalf("want the rules', the suffixes' and the gate's lists, found %d", len(lists))
+	}
+	if !strings.Contains(tpl[start:], "- dsguard-"+GateName+"-{{ $g }}") {
+		t.Errorf("the chart does not name the gate's policies dsguard-%s-<suffix>", GateName)
 	}
 	words := func(s string) []string { return strings.Fields(strings.ReplaceAll(s, `"`, " ")) }
 	var ids []string
@@ -81,5 +91,8 @@ func TestPossibleNames_TheChartGrantsTheSame(t *testing.T) {
 	}
 	if got := words(lists[1][1]); !slices.Equal(got, NameSuffixes) {
 		t.Errorf("the chart's suffixes %v, want %v", got, NameSuffixes)
+	}
+	if got := words(lists[2][1]); !slices.Equal(got, GateSuffixes) {
+		t.Errorf("the chart's exemption gate suffixes %v, want %v", got, GateSuffixes)
 	}
 }

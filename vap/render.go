@@ -46,6 +46,12 @@ type Options struct {
 	// cannot be evaluated; warn and audit policies always ignore errors.
 	// Empty means Fail, the webhook's default.
 	FailurePolicy admissionregistrationv1.FailurePolicyType
+	// FailOpenNamespaces are the namespaces where the webhook only warns
+	// (dsguard serve's --fail-open-namespaces): there the exemption gate
+	// warns instead of refusing, as the webhook's does. The rules follow the
+	// policy's namespaceEnforcement, which by default caps the same
+	// namespaces at warn.
+	FailOpenNamespaces []string
 }
 
 // Result is the rendered policy set.
@@ -91,6 +97,10 @@ func Render(cfg *policy.Config, opts Options) (*Result, error) {
 			}
 		}
 	}
+	res.NotExpressed[GateName] = notExpressed(GateName)
+	policies, bindings := renderGate(cfg, opts)
+	res.Policies = append(res.Policies, policies...)
+	res.Bindings = append(res.Bindings, bindings...)
 	return res, nil
 }
 
@@ -205,25 +215,12 @@ func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, tod
 	scope := ruleScope(cfg, r.ID)
 
 	nsSel := &metav1.LabelSelector{}
-	notIn := append([]string{}, opts.ExcludedNamespaces...)
-	if opts.Namespace != "" {
-		notIn = append([]string{opts.Namespace}, notIn...)
-	}
-	addReq := func(op metav1.LabelSelectorOperator, values []string) {
-		if len(values) > 0 {
-			nsSel.MatchExpressions = append(nsSel.MatchExpressions, metav1.LabelSelectorRequirement{
-				Key: corev1.LabelMetadataName, Operator: op, Values: values})
-		}
-	}
-	addReq(metav1.LabelSelectorOpNotIn, notIn)
+	addReq := func(op metav1.LabelSelectorOperator, values []string) { addNamespaceReq(nsSel, op, values) }
+	addReq(metav1.LabelSelectorOpNotIn, excludedNamespaces(opts))
 
-	var conds []admissionregistrationv1.MatchCondition
+	conds := bypassCondition(cfg)
 	cond := func(name, expr string) {
 		conds = append(conds, admissionregistrationv1.MatchCondition{Name: name, Expression: expr})
-	}
-	if len(cfg.Bypass.Users)+len(cfg.Bypass.Groups) > 0 {
-		cond("not-bypassed", fmt.Sprintf("!(has(request.userInfo.username) && request.userInfo.username in %s || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s)))",
-			litList(cfg.Bypass.Users), litList(cfg.Bypass.Groups)))
 	}
 	if inc := scope.Namespaces.Include; len(inc) > 0 {
 		if allLiteral(inc) {
@@ -279,36 +276,79 @@ func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, tod
 	if gaps := notExpressed(r.ID); len(gaps) > 0 {
 		annotations[NotExpressedAnnotation] = strings.Join(gaps, "; ")
 	}
+	p, b := generated(u.name, labels, annotations, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy:    &failure,
+		MatchConstraints: daemonSetWrites(nsSel, objSel),
+		MatchConditions:  conds,
+		Variables:        variables,
+		Validations:      vs,
+	}, u.action)
+	return p, b
+}
+
+// excludedNamespaces are the namespaces no generated policy judges:
+// dsguard's own and the excluded ones, as for the webhook.
+func excludedNamespaces(opts Options) []string {
+	notIn := append([]string{}, opts.ExcludedNamespaces...)
+	if opts.Namespace != "" {
+		notIn = append([]string{opts.Namespace}, notIn...)
+	}
+	return notIn
+}
+
+// addNamespaceReq adds a requirement on the namespace's name to sel, unless
+// values is empty.
+func addNamespaceReq(sel *metav1.LabelSelector, op metav1.LabelSelectorOperator, values []string) {
+	if len(values) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: op, Values: values})
+	}
+}
+
+// bypassCondition is the break-glass match condition (bypass.users and
+// bypass.groups skip every generated policy), none without a bypass.
+func bypassCondition(cfg *policy.Config) []admissionregistrationv1.MatchCondition {
+	if len(cfg.Bypass.Users)+len(cfg.Bypass.Groups) == 0 {
+		return nil
+	}
+	return []admissionregistrationv1.MatchCondition{{Name: "not-bypassed", Expression: fmt.Sprintf(
+		"!(has(request.userInfo.username) && request.userInfo.username in %s || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s)))",
+		litList(cfg.Bypass.Users), litList(cfg.Bypass.Groups))}}
+}
+
+// daemonSetWrites matches CREATE and UPDATE of apps/v1 DaemonSets (not their
+// status) in the namespaces and objects the selectors pick.
+func daemonSetWrites(nsSel, objSel *metav1.LabelSelector) *admissionregistrationv1.MatchResources {
 	equivalent := admissionregistrationv1.Equivalent
+	return &admissionregistrationv1.MatchResources{
+		NamespaceSelector: nsSel,
+		ObjectSelector:    objSel,
+		MatchPolicy:       &equivalent,
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
+				},
+			},
+		}},
+	}
+}
+
+// generated is a generated policy and its binding, of the same name.
+func generated(name string, labels, annotations map[string]string, spec admissionregistrationv1.ValidatingAdmissionPolicySpec,
+	action admissionregistrationv1.ValidationAction) (admissionregistrationv1.ValidatingAdmissionPolicy, admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	p := admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: u.name, Labels: labels, Annotations: annotations},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &failure,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: nsSel,
-				ObjectSelector:    objSel,
-				MatchPolicy:       &equivalent,
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
-						},
-					},
-				}},
-			},
-			MatchConditions: conds,
-			Variables:       variables,
-			Validations:     vs,
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec:       spec,
 	}
 	b := admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: u.name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        u.name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{u.action},
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{action},
 		},
 	}
 	return p, b
@@ -333,6 +373,9 @@ var NameSuffixes = []string{"deny", "deny-ratcheted", "deny-warn", "deny-audit",
 // them in step).
 func PossibleNames() []string {
 	var out []string
+	for _, s := range GateSuffixes {
+		out = append(out, NamePrefix+GateName+"-"+s)
+	}
 	for _, r := range rules.Builtin().Rules() {
 		if !Renders(r.ID) {
 			continue

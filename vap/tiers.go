@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // tier is the set of namespaces where a rule takes one action, after the
@@ -95,7 +96,7 @@ func notExpressed(id string) []string {
 		"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
 		"an exemption value longer than 4,096 characters is not honoured (regular expressions cost in proportion to the string)",
 		"exempted findings leave no audit annotation",
-		"exemptions.allowedGroups is not checked here: in vap+webhook mode the webhook refuses an exemption or intended coverage that someone outside those groups adds or changes; in vap mode nothing does",
+		"exemptions.allowedGroups is applied by the exemption-gate policies, not here: in the fail-open namespaces, where the gate only warns, an exemption that someone outside those groups adds counts for the request that adds it, whose findings of this rule then go unreported (the webhook voids it for that request and warns)",
 	}
 	switch id {
 	case controlPlaneToleration:
@@ -111,8 +112,10 @@ func notExpressed(id string) []string {
 			"one message per request names the first bad annotation and lists the possible causes rather than the one that applies",
 			"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
 			"an exemption value longer than 4,096 characters is reported as invalid (regular expressions cost in proportion to the string)",
-			"exemptions.allowedGroups is not checked here: in vap+webhook mode the webhook refuses an exemption or intended coverage that someone outside those groups adds or changes; in vap mode nothing does",
+			"exemptions.allowedGroups is applied by the exemption-gate policies, not here: an exemption or intended coverage that someone outside those groups adds or changes is refused by them (in the fail-open namespaces, warned about), not reported as invalid",
 		}
+	case GateName:
+		return []string{"with more than 32 gated annotations added or changed at once, the message names the first and counts the rest (the webhook names them all)"}
 	case "node-coverage":
 		return []string{"not rendered: it needs the live node set; in vap+webhook mode the webhook enforces it, in vap mode nothing does"}
 	case surgeHostPort, readinessProbe, privileged, imagePinned, updateStrategy:
@@ -122,6 +125,16 @@ func notExpressed(id string) []string {
 		return []string{"not rendered"}
 	}
 	return common
+}
+
+// notExpressedIDs are the rule IDs, in catalogue order, then the exemption
+// gate: what the lists of gaps cover.
+func notExpressedIDs() []string {
+	var ids []string
+	for _, r := range rules.Builtin().Rules() {
+		ids = append(ids, r.ID)
+	}
+	return append(ids, GateName)
 }
 
 // joinLines is for the text output of gaps.

@@ -21,6 +21,7 @@ type vapOptions struct {
 	policyKey     string
 	namespace     string
 	excluded      []string
+	failOpen      []string
 	failurePolicy string
 	today         string
 	confine       string
@@ -47,7 +48,7 @@ func newVAPCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := vap.Options{Namespace: o.namespace, ExcludedNamespaces: o.excluded,
+			opts := vap.Options{Namespace: o.namespace, ExcludedNamespaces: o.excluded, FailOpenNamespaces: o.failOpen,
 				FailurePolicy: admissionregistrationv1.FailurePolicyType(o.failurePolicy)}
 			switch opts.FailurePolicy {
 			case admissionregistrationv1.Fail, admissionregistrationv1.Ignore:
@@ -71,6 +72,8 @@ func newVAPCommand() *cobra.Command {
 	f.StringVar(&o.policyKey, "policy-key", "policy.yaml", "key of the policy document when --config is a ConfigMap")
 	f.StringVarP(&o.namespace, "namespace", "n", "dsguard-system", "dsguard's own namespace, never judged")
 	f.StringSliceVar(&o.excluded, "exclude-namespace", nil, "namespace whose DaemonSets are never judged (repeatable)")
+	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", policy.InfrastructureNamespaces,
+		"infrastructure namespaces where the exemption gate (exemptions.allowedGroups) only warns, as dsguard serve's --fail-open-namespaces")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "what the API server does when a deny policy's CEL cannot be evaluated: Fail or Ignore")
 	f.StringVar(&o.confine, "static-confinement", "", "instead of rendering, print the static policy that limits what this ServiceAccount user (system:serviceaccount:<namespace>:<name>) may create among ValidatingAdmissionPolicies, for the API server's static manifests directory (docs/security.md)")
 	f.StringVar(&o.today, "today", "", "day exemption expiries are judged against, YYYY-MM-DD (default: today, UTC)")

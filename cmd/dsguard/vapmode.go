@@ -66,7 +66,9 @@ func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clustervi
 	return mgr.Add(&vapsync.Syncer{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetCache(),
 		Namespace: o.namespace, Name: o.policyName, Key: o.policyKey,
-		Options: vap.Options{Namespace: o.namespace, ExcludedNamespaces: m.excludedNamespaces},
+		// The exemption gate warns where the webhook's would (the
+		// fail-open namespaces) and refuses everywhere else.
+		Options: vap.Options{Namespace: o.namespace, ExcludedNamespaces: m.excludedNamespaces, FailOpenNamespaces: o.failOpen},
 		LastGood: func(ctx context.Context) ([]byte, error) {
 			doc, _, err := lastGood.Load(ctx)
 			return doc, err

@@ -156,12 +156,16 @@ cluster to ask (helm template) none of the latter are found.
 
 {{/*
 Every name a generated ValidatingAdmissionPolicy or binding can have
-(vap.PossibleNames; test/chart keeps the two in step), one per line.
+(vap.PossibleNames; vap's TestPossibleNames_TheChartGrantsTheSame keeps the two
+in step), one per line: per rule and action, then the exemption gate's.
 */}}
 {{- define "dsguard.generatedPolicyNames" -}}
 {{- range $r := list "control-plane-toleration" "surge-host-port" "max-unavailable" "readiness-probe" "host-path-read-only" "privileged" "image-pinned" "update-strategy" "invalid-annotation" }}
 {{- range $s := list "deny" "deny-ratcheted" "deny-warn" "deny-audit" "warn" "warn-audit" "audit" }}
 - dsguard-{{ $r }}-{{ $s }}
 {{- end }}
+{{- end }}
+{{- range $g := list "deny" "warn" }}
+- dsguard-exemption-gate-{{ $g }}
 {{- end }}
 {{- end -}}
