@@ -1,12 +1,15 @@
 package chart
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -90,6 +93,33 @@ func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 	}
 	checkCanI(t, smUser, smGroups, smMatrix)
 	checkAdmissionPolicy(t, dsguardLog)
+	checkForeignCADropped(t)
+}
+
+// checkForeignCADropped slips a foreign CA into the caBundle, as someone with
+// write access to the webhook configuration might to have the API server
+// trust a server of theirs: dsguard's next sync leaves only its own CA.
+func checkForeignCADropped(t *testing.T) {
+	t.Helper()
+	vwc := "validatingwebhookconfiguration/" + smFullname
+	bundleOf := func() []byte {
+		b64 := strings.TrimSpace(kubectl(t, "", "get", vwc, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}").Stdout)
+		pem, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatalf("caBundle %q: %v", b64, err)
+		}
+		return pem
+	}
+	foreign, _, err := certutil.GenerateSelfSignedCertKey("attacker.invalid", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := base64.StdEncoding.EncodeToString(append(bundleOf(), foreign...))
+	mustKubectl(t, "", "patch", vwc, "--type=json", "-p", `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"`+tampered+`"}]`)
+	eventually(t, 30*time.Second, func() bool {
+		b := bundleOf()
+		return len(b) > 0 && !bytes.Contains(b, bytes.TrimSpace(foreign))
+	}, func() string { return "the foreign CA is still in the caBundle:\n" + string(bundleOf()) })
 }
 
 // policyDenied is how the API server words a refusal by the chart's

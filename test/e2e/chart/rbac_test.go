@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,6 +223,33 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 				t.Errorf("scrape as %q: no dsguard metrics:\n%.500s", c.sa, body)
 			}
 		}
+
+		// A Pod holding connections open on the metrics port: 200 that
+		// never send a byte. The port keeps at most its cap (32), the flood
+		// evicts itself, and Prometheus still scrapes.
+		for range 200 {
+			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", metricsPort))
+			if err != nil {
+				t.Fatalf("flooding the metrics port: %v", err)
+			}
+			defer conn.Close()
+		}
+		token := strings.TrimSpace(cluster.Kubectl(t.Context(), "", "create", "token", "prometheus", "-n", "monitoring").Stdout)
+		var last string
+		eventually(t, 30*time.Second, func() bool {
+			status, body := scrape(t, url, token)
+			last = fmt.Sprintf("HTTP %d\n%.300s", status, body)
+			if status != http.StatusOK {
+				return false
+			}
+			m := regexp.MustCompile(`(?m)^dsguard_metrics_connections_evicted_total (\d+)`).FindStringSubmatch(body)
+			n := 0
+			if m != nil {
+				n, _ = strconv.Atoi(m[1])
+			}
+			last = "dsguard_metrics_connections_evicted_total " + fmt.Sprint(n)
+			return n >= 200-32
+		}, func() string { return "after 200 silent connections to the metrics port: " + last })
 	})
 
 	t.Run("nothing forbidden", func(t *testing.T) {

@@ -148,6 +148,21 @@ data:
 	if r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline: bypass.groups has system:authenticated") {
 		t.Errorf("a bypass for every authenticated user: want admitted with a warning, got exit %d:\n%s", r.ExitCode, r.Stderr)
 	}
+	// Weakenings that keep every rule on deny in name: judged on their
+	// scopes, parameters and namespace globs.
+	for _, c := range []struct{ name, doc, want string }{
+		{"no taint to tolerate", "rules:\n  control-plane-toleration:\n    parameters: {taints: []}\n",
+			"rules whose parameters void them: rules.control-plane-toleration.parameters.taints"},
+		{"a scope that excludes every namespace", "rules:\n  surge-host-port:\n    scope: {namespaces: {exclude: ['*']}}\n",
+			"deny rules that apply nowhere: rules.surge-host-port.scope excludes every namespace"},
+		{"globs that together match every namespace", "namespaceEnforcement:\n  - namespaces: ['[a-m]*', '[n-z]*', '[0-9]*']\n    enforcement: warn\n",
+			"caps every namespace at warn"},
+	} {
+		doc := strings.Replace(weak, "    bypass:\n      groups: [system:authenticated]\n", "    "+strings.ReplaceAll(strings.TrimSuffix(c.doc, "\n"), "\n", "\n    ")+"\n", 1)
+		if r := kubectl(t, doc, "apply", "--dry-run=server", "-f", "-"); r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline") || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%s: want admitted with a warning naming %q, got exit %d:\n%s", c.name, c.want, r.ExitCode, r.Stderr)
+		}
+	}
 	d := kubectl(t, "", "delete", "configmap", "dsguard-policy", "-n", framework.Namespace)
 	if d.ExitCode != 0 || !strings.Contains(d.Stderr, "keeps enforcing the last good policy") {
 		t.Errorf("deleting the policy: want a warning, got exit %d:\n%s", d.ExitCode, d.Stderr)
