@@ -97,12 +97,19 @@ type Metrics struct {
 	daemonSets *daemonSetGauges
 	// Exemptions is dsguard_exemptions_active{rule,namespace}.
 	Exemptions *prometheus.GaugeVec
+	// Running is dsguard_auditor_running: 1 on the replica whose auditor
+	// runs (the Lease holder), so that an alert can tell when none does.
+	Running prometheus.Gauge
 }
 
 // NewMetrics creates and registers the gauges.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{daemonSets: newDaemonSetGauges(), Exemptions: newExemptionsGauge()}
-	reg.MustRegister(m.daemonSets, m.Exemptions)
+	m := &Metrics{daemonSets: newDaemonSetGauges(), Exemptions: newExemptionsGauge(),
+		Running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dsguard_auditor_running",
+			Help: "1 while this replica's auditor runs (it holds the audit Lease), else 0. Across replicas the sum should be 1: with 0 no Events, gap states, reports or coverage gauges are produced.",
+		})}
+	reg.MustRegister(m.daemonSets, m.Exemptions, m.Running)
 	return m
 }
 
@@ -503,6 +510,7 @@ func (a *Auditor) beginTerm() {
 	a.exemptions = exemptionTally{}
 	if a.Metrics != nil {
 		a.exemptions.gauge = a.Metrics.Exemptions
+		a.Metrics.Running.Set(1)
 	}
 	a.quiet = map[types.NamespacedName]bool{}
 }
@@ -517,6 +525,7 @@ func (a *Auditor) endTerm() {
 	}
 	a.Metrics.daemonSets.reset()
 	a.Metrics.Exemptions.Reset()
+	a.Metrics.Running.Set(0)
 }
 
 func (a *Auditor) forget(key types.NamespacedName) {

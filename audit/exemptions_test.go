@@ -92,9 +92,15 @@ func TestAuditor_TermsDoNotAddUp(t *testing.T) {
 		a.observeExemptions(&e, &auditMemory{}, true)
 	}
 	term()
+	if v := testutil.ToFloat64(m.Running); v != 1 {
+		t.Errorf("while auditing: dsguard_auditor_running = %v, want 1", v)
+	}
 	a.endTerm()
 	if n := testutil.CollectAndCount(m.Exemptions); n != 0 {
 		t.Errorf("after losing the lease: %d dsguard_exemptions_active series, want none", n)
+	}
+	if v := testutil.ToFloat64(m.Running); v != 0 {
+		t.Errorf("after losing the lease: dsguard_auditor_running = %v, want 0", v)
 	}
 	term()
 	if v := testutil.ToFloat64(m.Exemptions.WithLabelValues("control-plane-toleration", "team-a")); v != 1 {

@@ -167,6 +167,7 @@ func runServe(o *serveOptions) error {
 		return err
 	}
 	m := dswebhook.NewMetrics(metrics.Registry)
+	metrics.Registry.MustRegister(buildInfo())
 	nodes := &clusterview.NodeView{Log: ctrl.Log.WithName("nodes"),
 		Freshness: clusterview.Freshness{StaleAfter: o.nodeStaleAfter}}
 	mgr, err := o.newManager(restConfig, scheme, webhookTLSOpts, m)

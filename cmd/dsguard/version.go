@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/dsguard/dsguard/render"
@@ -62,4 +63,16 @@ func newVersionCommand() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// buildInfo is dsguard_build_info: always 1, its labels say which build
+// runs, so that dashboards and alerts can tell replicas of two versions apart
+// during a rollout.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dsguard_build_info",
+		Help: "Always 1; the labels name the running build: version (as dsguard version prints it) and goversion.",
+	}, []string{"version", "goversion"})
+	g.WithLabelValues(versionString(), runtime.Version()).Set(1)
+	return g
 }

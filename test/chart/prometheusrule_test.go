@@ -18,7 +18,7 @@ import (
 // alerts are the alerts the PrometheusRule ships; docs/operations.md has a
 // section (## <name>) for each.
 var alerts = []string{"DsguardDown", "DsguardWebhookErrors", "DsguardWebhookSlow", "DsguardPolicyDegraded", "DsguardPolicyWeakened",
-	"DsguardPersistentCoverageGap", "DsguardNodesSkippedByTaint", "DsguardNodeViewStale"}
+	"DsguardPersistentCoverageGap", "DsguardNodesSkippedByTaint", "DsguardAuditorNotRunning", "DsguardCertificateExpiresSoon", "DsguardNodeViewStale"}
 
 // metricDef is a series name a Go source defines, with its labels.
 type metricDef struct {
