@@ -84,9 +84,14 @@ unit-image: ## Vet and unit-test the packages the image's build tags change (IMA
 	$(GO) vet -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
 	$(GO) test -count=1 -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
 
+# The e2e tests of a package share one cluster and run in a new order each
+# time (-shuffle), so that none leans on what another left behind; the
+# summary prints each package's seed, and E2E_SHUFFLE=<seed> replays it.
+E2E_SHUFFLE ?= on
+
 .PHONY: e2e
-e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl
-	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/... 2>&1 | hack/e2e-summary.sh
+e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl, tests in a shuffled order (E2E_SHUFFLE=<seed> replays one)
+	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) ./test/e2e/... 2>&1 | hack/e2e-summary.sh
 
 .PHONY: e2e-node
 e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here

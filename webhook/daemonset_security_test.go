@@ -299,11 +299,11 @@ func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 
 func TestHeavyLane(t *testing.T) {
 	l := newHeavyLane(1)
-	release, err := l.enter(t.Context(), peer{}, HeavyWork+1)
+	release, err := l.enter(laneContext(t), peer{}, HeavyWork+1)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("heavy work in an empty lane: %v", err)
 	}
-	if r, err := l.enter(t.Context(), peer{}, HeavyWork); err != nil {
+	if r, err := l.enter(laneContext(t), peer{}, HeavyWork); err != nil {
 		t.Fatalf("light work must pass while the lane is full: %v", err)
 	} else {
 		r()
@@ -314,7 +314,7 @@ func TestHeavyLane(t *testing.T) {
 		t.Fatal("heavy work entered a full lane")
 	}
 	release()
-	if r, err := l.enter(t.Context(), peer{}, HeavyWork+1); err != nil {
+	if r, err := l.enter(laneContext(t), peer{}, HeavyWork+1); err != nil {
 		t.Fatalf("after release: %v", err)
 	} else {
 		r()

@@ -19,14 +19,40 @@ import (
 	"github.com/dsguard/dsguard/policy"
 )
 
+// laneWait bounds every wait on a lane in these tests: should the lane stop
+// granting or dropping its waiters, a test fails after it, saying what it
+// waited for, instead of hanging until go test's timeout.
+const laneWait = 10 * time.Second
+
+// laneContext is the context of one wait on a lane: it ends after laneWait.
+func laneContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), laneWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// outcome returns the next outcome queueInLane reports, failing t when none
+// comes within laneWait; want says which was expected.
+func outcome(t *testing.T, got <-chan string, want string) string {
+	t.Helper()
+	select {
+	case g := <-got:
+		return g
+	case <-time.After(laneWait):
+		t.Fatalf("no waiter left the lane within %s (want %s): the lane neither granted nor dropped it", laneWait, want)
+		return ""
+	}
+}
+
 // queueInLane starts a request of p waiting in l and returns where its
 // outcome arrives: its name once granted (the slot then freed at once), or
 // its error.
 func queueInLane(t *testing.T, l *heavyLane, p peer, name string, got chan<- string) {
 	t.Helper()
 	before := func() int { l.mu.Lock(); defer l.mu.Unlock(); return l.pushed }()
+	ctx := laneContext(t)
 	go func() {
-		release, err := l.acquire(t.Context(), p)
+		release, err := l.acquire(ctx, p)
 		if err != nil {
 			got <- name + ": " + err.Error()
 			return
@@ -52,9 +78,9 @@ func queueInLane(t *testing.T, l *heavyLane, p peer, name string, got chan<- str
 // sources take turns, whatever order they came in.
 func TestHeavyLane_FairQueue(t *testing.T) {
 	l := newHeavyLane(1)
-	hold, err := l.acquire(t.Context(), peer{key: "flood"})
+	hold, err := l.acquire(laneContext(t), peer{key: "flood"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the free slot of an empty lane: %v", err)
 	}
 	got := make(chan string, 10)
 	flood, other, api := peer{key: "flood"}, peer{key: "other"}, peer{key: "apiserver", trusted: true}
@@ -66,7 +92,7 @@ func TestHeavyLane_FairQueue(t *testing.T) {
 	hold()
 	want := []string{"api-server", "flood-0", "other", "flood-1", "flood-2"}
 	for i, w := range want {
-		if g := <-got; g != w {
+		if g := outcome(t, got, w); g != w {
 			t.Fatalf("grant %d: %s, want %s (order %v)", i, g, w, want)
 		}
 	}
@@ -78,45 +104,45 @@ func TestHeavyLane_FairQueue(t *testing.T) {
 func TestHeavyLane_FullQueueEvictsTheFlood(t *testing.T) {
 	l := newHeavyLane(1)
 	l.maxWaiting = 3
-	hold, err := l.acquire(t.Context(), peer{key: "flood"})
+	hold, err := l.acquire(laneContext(t), peer{key: "flood"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the free slot of an empty lane: %v", err)
 	}
 	got := make(chan string, 10)
 	for i := range 3 {
 		queueInLane(t, l, peer{key: "flood"}, fmt.Sprint("flood-", i), got)
 	}
 	queueInLane(t, l, peer{key: "apiserver", trusted: true}, "api-server", got)
-	if g := <-got; g != "flood-0: "+errLaneEvicted.Error() {
+	if g := outcome(t, got, "flood-0 evicted"); g != "flood-0: "+errLaneEvicted.Error() {
 		t.Fatalf("at the bound: %q, want flood-0 evicted", g)
 	}
 	// The flood's next request pushes out its own oldest, not the API
 	// server's.
 	queueInLane(t, l, peer{key: "flood"}, "flood-3", got)
-	if g := <-got; g != "flood-1: "+errLaneEvicted.Error() {
+	if g := outcome(t, got, "flood-1 evicted"); g != "flood-1: "+errLaneEvicted.Error() {
 		t.Fatalf("the flood's newcomer: %q, want flood-1 evicted", g)
 	}
 	hold()
 	for _, w := range []string{"api-server", "flood-2", "flood-3"} {
-		if g := <-got; g != w {
+		if g := outcome(t, got, w); g != w {
 			t.Fatalf("grant: %s, want %s", g, w)
 		}
 	}
 
 	// A queue full of the API server's requests refuses other callers.
 	l.maxWaiting = 2
-	hold, err = l.acquire(t.Context(), peer{key: "apiserver", trusted: true})
+	hold, err = l.acquire(laneContext(t), peer{key: "apiserver", trusted: true})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the free slot of an empty lane: %v", err)
 	}
 	queueInLane(t, l, peer{key: "apiserver", trusted: true}, "api-0", got)
 	queueInLane(t, l, peer{key: "apiserver", trusted: true}, "api-1", got)
-	if _, err := l.acquire(t.Context(), peer{key: "pod"}); !errors.Is(err, errLaneFull) {
+	if _, err := l.acquire(laneContext(t), peer{key: "pod"}); !errors.Is(err, errLaneFull) {
 		t.Errorf("a Pod's request beside a queue full of the API server's: %v, want %v", err, errLaneFull)
 	}
 	hold()
 	for _, w := range []string{"api-0", "api-1"} {
-		if g := <-got; g != w {
+		if g := outcome(t, got, w); g != w {
 			t.Fatalf("grant: %s, want %s", g, w)
 		}
 	}
@@ -224,13 +250,17 @@ func TestDaemonSetHandler_OldObjectWithinTheLane(t *testing.T) {
 		t.Fatalf("fixture: new object's work %d, old object's %d; want light and heavy", w, o)
 	}
 	lane := newHeavyLane(1)
-	hold, err := lane.acquire(t.Context(), peer{key: "flood"})
+	hold, err := lane.acquire(laneContext(t), peer{key: "flood"})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the free slot of an empty lane: %v", err)
 	}
 	defer hold()
-	ctx := context.WithValue(t.Context(), laneKey{}, &laneUse{lane: lane, peer: peer{key: "x"}, deadline: time.Now().Add(50 * time.Millisecond)})
+	ctx := context.WithValue(laneContext(t), laneKey{}, &laneUse{lane: lane, peer: peer{key: "x"}, deadline: time.Now().Add(50 * time.Millisecond)})
+	start := time.Now()
 	resp := h.Handle(ctx, request(t, admissionv1.Update, light, old))
+	if waited := time.Since(start); waited > laneWait/2 {
+		t.Fatalf("the review waited %s for the lane, past its own 50ms deadline", waited)
+	}
 	if resp.Allowed || resp.Result.Code != 503 {
 		t.Fatalf("an UPDATE with a heavy old object and the lane full: want refused as busy, got allowed=%v %+v", resp.Allowed, resp.Result)
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,7 +16,11 @@ import (
 // DaemonSet at 5,000 nodes is denied, by placement-size, with a 403.
 func TestHandle_WorstCaseAffinityIsDenied(t *testing.T) {
 	h := benchHandler(t, 5000)
-	resp := h.Handle(t.Context(), reviewRequest(t, worstCaseDS(), true))
+	// Bounded: should the heavy lane never let it in, the review ends with
+	// its context and the test fails on the answer instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp := h.Handle(ctx, reviewRequest(t, worstCaseDS(), true))
 	if resp.Allowed {
 		t.Fatal("the worst-case object was admitted")
 	}

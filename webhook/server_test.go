@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -316,6 +317,9 @@ func laneReporter(w http.ResponseWriter, r *http.Request) {
 func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	laneEntered, laneHold = make(chan struct{}, 1), make(chan struct{})
+	// Whatever happens, the held review is let go when the test ends.
+	letGo := sync.OnceFunc(func() { close(laneHold) })
+	t.Cleanup(letGo)
 	pki := newTestPKI(t)
 	addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 4 * time.Second}, nil)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}}}
@@ -343,7 +347,11 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 		code, body := send("/lane?hold", large)
 		first <- fmt.Sprint(code, " ", body)
 	}()
-	<-laneEntered
+	select {
+	case <-laneEntered:
+	case <-time.After(laneWait):
+		t.Fatalf("a large review with the lane free did not reach its handler within %s", laneWait)
+	}
 
 	if code, body := send("/lane", 1000); code != http.StatusOK || body != "shared" {
 		t.Errorf("small review while the lane is full: %d %q, want 200 shared", code, body)
@@ -366,9 +374,14 @@ func TestServer_LargeBodiesWaitForTheHeavyLane(t *testing.T) {
 		}
 	}
 
-	close(laneHold)
-	if got := <-first; got != "200 held" {
-		t.Errorf("the large review holding the lane: %q, want 200 held", got)
+	letGo()
+	select {
+	case got := <-first:
+		if got != "200 held" {
+			t.Errorf("the large review holding the lane: %q, want 200 held", got)
+		}
+	case <-time.After(laneWait):
+		t.Fatalf("the large review holding the lane was not answered within %s of its release", laneWait)
 	}
 }
 
@@ -501,11 +514,22 @@ func TestServer_ConcurrentReviewsKeepTheirOwnBodies(t *testing.T) {
 		}
 	}
 	errs := make(chan error, workers*each)
+	// One bound for all the reviews: if they are not all answered by then,
+	// the test fails saying so rather than waiting for every client's own
+	// timeout, one review after the other.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for _, rv := range reviews[w] {
-				resp, err := client.Post("https://"+addr+DaemonSetPath, "application/json", bytes.NewReader(rv.body))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+DaemonSetPath, bytes.NewReader(rv.body))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
 				if err != nil {
 					errs <- err
 					continue
@@ -522,7 +546,14 @@ func TestServer_ConcurrentReviewsKeepTheirOwnBodies(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		<-done // the requests end with the context
+		t.Fatalf("%d reviews were not all answered within a minute", workers*each)
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)

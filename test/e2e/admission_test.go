@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,10 +83,12 @@ const (
 	dsWebhook = "daemonsets.dsguard.io"
 )
 
-// The scenarios run in order on one cluster; each names its objects so that
-// the order only matters where a scenario says so.
+// The scenarios share one cluster and run in any order: each names its
+// objects, deletes what it created when it ends (also what a regression
+// let through), and puts the default policy back after changing it.
 
 func TestNodeExporterWithoutTolerations_IsRejected(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "node-exporter")
 	r := kubectl(t, "", "apply", "-f", "examples/node-exporter.yaml")
 	wantDenied(t, r, dsWebhook, `error when creating "examples/node-exporter.yaml"`, cpDenied, cpFix)
 	if g := kubectl(t, "", "get", "daemonset", "-n", "monitoring", "node-exporter"); g.ExitCode == 0 {
@@ -94,16 +97,19 @@ func TestNodeExporterWithoutTolerations_IsRejected(t *testing.T) {
 }
 
 func TestNodeExporterWithTolerations_IsCreated(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "node-exporter")
 	r := kubectl(t, "", "apply", "-f", "examples/node-exporter-tolerations.yaml")
 	wantAllowed(t, r, "daemonset.apps/node-exporter created")
 }
 
 func TestMaxSurgeWithHostPort_IsRejected(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "node-exporter-surge")
 	r := kubectl(t, "", "apply", "-f", "examples/node-exporter-surge.yaml")
 	wantDenied(t, r, dsWebhook, "DaemonSet monitoring/node-exporter-surge breaks 1 dsguard coverage rule", surgeDeny)
 }
 
 func TestMaxUnavailableHalfFleet_IsCreatedWithWarning(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "logging", "log-shipper")
 	r := kubectl(t, "", "apply", "-f", "examples/log-shipper-half-fleet.yaml")
 	wantAllowed(t, r, "daemonset.apps/log-shipper created", halfWarn)
 }
@@ -119,6 +125,8 @@ func TestApplyModes_GiveIdenticalVerdicts(t *testing.T) {
 	}
 	for mode, args := range modes {
 		t.Run(mode, func(t *testing.T) {
+			cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "ne-"+mode, "surge-"+mode)
+			cluster.DeleteOnCleanup(t, "daemonset", "-n", "logging", "ls-"+mode)
 			r := kubectl(t, renamed(t, "node-exporter.yaml", "node-exporter", "ne-"+mode), args...)
 			wantDenied(t, r, dsWebhook, "DaemonSet monitoring/ne-"+mode+" breaks 1 dsguard coverage rule",
 				"[control-plane-toleration] spec.template.spec.tolerations")
@@ -133,12 +141,14 @@ func TestApplyModes_GiveIdenticalVerdicts(t *testing.T) {
 }
 
 func TestKubeSystem_OnlyWarns(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "kube-system", "node-exporter")
 	ds := manifest(t, "node-exporter.yaml", "namespace: monitoring", "namespace: kube-system")
 	r := kubectl(t, ds, "apply", "-f", "-")
 	wantAllowed(t, r, "daemonset.apps/node-exporter created", cpWarning)
 }
 
 func TestOwnNamespace_IsNeverEvaluated(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", framework.Namespace, "node-exporter")
 	ds := manifest(t, "node-exporter.yaml", "namespace: monitoring", "namespace: "+framework.Namespace)
 	r := kubectl(t, ds, "apply", "-f", "-")
 	wantAllowed(t, r, "daemonset.apps/node-exporter created")
@@ -160,22 +170,44 @@ const (
 )
 
 // setPolicy applies a policy and waits until dsguard enforces it, returning
-// how long that took.
+// how long that took. The default policy comes back, in force, when the test
+// ends.
 func setPolicy(t *testing.T, policy string, effective func(framework.Result) bool) time.Duration {
 	t.Helper()
-	r := kubectl(t, policyConfigMap(policy), "apply", "-f", "-")
+	if policy != defaultPol {
+		restoreDefaultPolicy(t)
+	}
+	return applyPolicy(t, t.Context(), policy, effective)
+}
+
+// restoreDefaultPolicy puts the default policy back, in force, when the test
+// ends, whatever it did to the policy ConfigMap.
+func restoreDefaultPolicy(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		applyPolicy(t, ctx, defaultPol, deniedByDsguard)
+	})
+}
+
+func applyPolicy(t *testing.T, ctx context.Context, policy string, effective func(framework.Result) bool) time.Duration {
+	t.Helper()
+	r := framework.Logged(t, cluster.Kubectl(ctx, policyConfigMap(policy), "apply", "-f", "-"))
 	if r.ExitCode != 0 {
 		t.Fatalf("applying the policy: %s", r.Stderr)
 	}
 	start := time.Now()
 	probe := renamed(t, "node-exporter.yaml", "node-exporter", "policy-probe")
+	var last framework.Result
 	for time.Since(start) < 20*time.Second {
-		if effective(cluster.Kubectl(t.Context(), probe, "apply", "--dry-run=server", "-f", "-")) {
+		if last = cluster.Kubectl(ctx, probe, "apply", "--dry-run=server", "-f", "-"); effective(last) {
 			return time.Since(start)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("policy not in force 20s after kubectl apply; dsguard log:\n%s", cluster.DsguardLog())
+	t.Fatalf("policy not in force 20s after kubectl apply; last verdict on the probe (exit %d):\n%s%s\ndsguard log:\n%s",
+		last.ExitCode, last.Stdout, last.Stderr, cluster.DsguardLog())
 	return 0
 }
 
@@ -190,6 +222,7 @@ func deniedByDsguard(r framework.Result) bool {
 // TestPolicyEdit_FlipsDenyToWarn edits the policy ConfigMap and sees the
 // next apply follow it, then restores the defaults.
 func TestPolicyEdit_FlipsDenyToWarn(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "ne-warn-policy")
 	took := setPolicy(t, cpWarnPolicy, allowedWithWarning)
 	t.Logf("deny -> warn took effect %s after kubectl apply", took.Round(time.Millisecond))
 	if took > 10*time.Second {
@@ -203,6 +236,8 @@ func TestPolicyEdit_FlipsDenyToWarn(t *testing.T) {
 }
 
 func TestInvalidPolicy_IsRejectedWithItsLine(t *testing.T) {
+	// Should a refusal regress, the broken policy must not reach the next test.
+	restoreDefaultPolicy(t)
 	misspelt := "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  max-unavailable:\n    parameters:\n      maxPercnt: 10\n"
 	r := kubectl(t, policyConfigMap(misspelt), "apply", "-f", "-")
 	wantInvalidPolicy(t, r,
@@ -223,6 +258,7 @@ func TestInvalidPolicy_IsRejectedWithItsLine(t *testing.T) {
 // DaemonSet created while the rule only warned is not blocked later by a
 // label change that leaves its spec alone.
 func TestUpdateOfNonCompliantDaemonSet_LabelOnly_IsAllowedWithWarning(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "legacy-exporter")
 	setPolicy(t, cpWarnPolicy, allowedWithWarning)
 	legacy := renamed(t, "node-exporter.yaml", "node-exporter", "legacy-exporter")
 	wantAllowed(t, kubectl(t, legacy, "apply", "-f", "-"), "daemonset.apps/legacy-exporter created", cpWarning)

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +15,8 @@ import (
 // control-plane rule only warns, its warning names the taint and cp-1, the
 // node the taint keeps the DaemonSet off (node-coverage does not repeat it).
 func TestLiveCoverage_WarningNamesSkippedNode(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "ne-live")
 	setPolicy(t, cpWarnPolicy, allowedWithWarning)
-	defer setPolicy(t, defaultPol, deniedByDsguard)
 	r := kubectl(t, renamed(t, "node-exporter.yaml", "node-exporter", "ne-live"), "apply", "-f", "-")
 	wantAllowed(t, r, "daemonset.apps/ne-live created",
 		cpWarning+": skips cp-1 (1 of 4 nodes), unseen in desiredNumberScheduled")
@@ -23,6 +26,7 @@ func TestLiveCoverage_WarningNamesSkippedNode(t *testing.T) {
 // an existing DaemonSet does not tolerate produces a Warning Event on that
 // DaemonSet within seconds.
 func TestLiveCoverage_NewTaintedNodeRaisesEvent(t *testing.T) {
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "cp-tolerating")
 	ds := renamed(t, "node-exporter.yaml", "node-exporter", "cp-tolerating")
 	ds = strings.Replace(ds, "      hostNetwork: true\n",
 		"      hostNetwork: true\n      tolerations:\n        - {key: node-role.kubernetes.io/control-plane, operator: Exists}\n", 1)
@@ -36,11 +40,7 @@ func TestLiveCoverage_NewTaintedNodeRaisesEvent(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := cluster.CreateNodes(t.Context(), []framework.Node{
-		{Name: "infra-1", Labels: map[string]string{"pool": "infra"}, Taints: []string{"dedicated=infra:NoSchedule"}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createNodes(t, framework.Node{Name: "infra-1", Labels: map[string]string{"pool": "infra"}, Taints: []string{"dedicated=infra:NoSchedule"}})
 	events := eventsOf(t, "cp-tolerating", "CoverageReduced", "infra-1", 5*time.Second)
 	took := time.Since(start)
 	t.Logf("Event after %s: %s", took.Round(time.Millisecond), events)
@@ -54,14 +54,13 @@ func TestLiveCoverage_NewTaintedNodeRaisesEvent(t *testing.T) {
 // counts on the first one (a series), as client-go's recorders fold repeats,
 // instead of storing an Event per flap.
 func TestLiveCoverage_RepeatedEventsFoldIntoSeries(t *testing.T) {
-	if err := cluster.CreateNodes(t.Context(), []framework.Node{{Name: "flap-1", Labels: map[string]string{"pool": "flap"}}}); err != nil {
-		t.Fatal(err)
-	}
+	createNodes(t, framework.Node{Name: "flap-1", Labels: map[string]string{"pool": "flap"}})
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "flap-watcher")
 	ds := renamed(t, "node-exporter.yaml", "node-exporter", "flap-watcher")
 	ds = strings.Replace(ds, "      hostNetwork: true\n",
 		"      hostNetwork: true\n      tolerations:\n        - {key: node-role.kubernetes.io/control-plane, operator: Exists}\n", 1)
 	ds = strings.Replace(ds, "node-exporter:v1.9.1", "node-exporter:latest", 1)
-	wantAllowed(t, kubectl(t, ds, "apply", "-f", "-"), "daemonset.apps/flap-watcher created", "image-pinned: ", "node-coverage: ")
+	wantAllowed(t, kubectl(t, ds, "apply", "-f", "-"), "daemonset.apps/flap-watcher created", "image-pinned: ")
 	if events := eventsOf(t, "flap-watcher", "PolicyViolation", "image-pinned", 30*time.Second); events == "" {
 		t.Fatalf("the auditor never judged flap-watcher; dsguard log:\n%s", cluster.DsguardLog())
 	}
@@ -76,11 +75,19 @@ func TestLiveCoverage_RepeatedEventsFoldIntoSeries(t *testing.T) {
 		t.Fatalf("no CoverageReduced Event naming flap-1; dsguard log:\n%s", cluster.DsguardLog())
 	}
 	taint("flap=yes:NoSchedule-")
-	// The auditor sees a node change within milliseconds (the load
-	// harness measures it); the pause makes sure it saw flap-1 covered
-	// again before the taint returns. (No Event says so: another node
-	// still keeps the DaemonSet short of full coverage.)
-	time.Sleep(2 * time.Second)
+	// The auditor must see flap-1 covered again before the taint returns,
+	// else the taint's return is no change to it. No Event says so; its
+	// gauge of the nodes a taint keeps the DaemonSet off does.
+	var last string
+	took := framework.Eventually(t, 10*time.Second, 100*time.Millisecond, func() bool {
+		n, err := uncoveredNodes(t, "flap-watcher", "taint")
+		last = fmt.Sprint(n, " ", err)
+		return err == nil && n == 0
+	}, func() string {
+		return "the auditor's dsguard_daemonset_uncovered_nodes{daemonset=\"flap-watcher\",reason=\"taint\"} after the taint was lifted: " +
+			last + ", want 0; dsguard log:\n" + cluster.DsguardLog()
+	})
+	t.Logf("the auditor saw flap-1 covered again %s after the taint was lifted", took.Round(time.Millisecond))
 	taint("flap=yes:NoSchedule")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -94,6 +101,69 @@ func TestLiveCoverage_RepeatedEventsFoldIntoSeries(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// createNodes creates nodes for one test and deletes them when it ends, so
+// that the node counts other tests' verdicts name ("1 of 4 nodes") are the
+// suite's own.
+func createNodes(t *testing.T, nodes ...framework.Node) {
+	t.Helper()
+	t.Cleanup(func() { deleteNodes(t, nodes) })
+	if err := cluster.CreateNodes(t.Context(), nodes); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteNodes deletes nodes and waits until dsguard no longer counts them: a
+// DaemonSet pinned to each by hostname runs on no node today.
+func deleteNodes(t *testing.T, nodes []framework.Node) {
+	ctx, cancel := framework.CleanupContext(t, time.Minute)
+	defer cancel()
+	args := []string{"delete", "node", "--ignore-not-found"}
+	for _, n := range nodes {
+		args = append(args, n.Name)
+	}
+	if r := cluster.Kubectl(ctx, "", args...); r.Err != nil {
+		t.Errorf("cleanup: %v", r.Error())
+		return
+	}
+	for _, n := range nodes {
+		probe := manifest(t, "node-exporter-tolerations.yaml", "\n  name: node-exporter\n", "\n  name: node-gone-probe\n",
+			"      hostNetwork: true\n", "      hostNetwork: true\n      nodeSelector:\n        kubernetes.io/hostname: "+n.Name+"\n")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := cluster.Kubectl(ctx, probe, "apply", "--dry-run=server", "-f", "-")
+			if r.ExitCode == 0 && strings.Contains(r.Stderr, "node-coverage: runs on no node today") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cleanup: dsguard still counts node %s 30s after its deletion; a DaemonSet pinned to it (exit %d):\n%s",
+					n.Name, r.ExitCode, r.Stderr)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// uncoveredNodes reads the auditor's dsguard_daemonset_uncovered_nodes of a
+// DaemonSet in namespace monitoring for one reason.
+func uncoveredNodes(t *testing.T, name, reason string) (float64, error) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return framework.SumMetric(body, "dsguard_daemonset_uncovered_nodes",
+		`namespace="monitoring"`, `daemonset="`+name+`"`, `reason="`+reason+`"`)
 }
 
 // eventsOf polls the Events of one DaemonSet in namespace monitoring with the

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 func wantOutput(t *testing.T, out string, fragments ...string) {
@@ -20,8 +22,9 @@ func wantOutput(t *testing.T, out string, fragments ...string) {
 	}
 }
 
-// The scenarios run in order: RollingOut reuses the healthy DaemonSet, and
-// Misscheduled taints a node the others tolerate.
+// Each scenario creates its own DaemonSets and deletes them when it ends, and
+// Misscheduled lifts the taint it puts on worker-3, so that they pass in any
+// order and alone.
 
 func TestAudit_Healthy(t *testing.T) {
 	create(t, daemonSet("steady", tolerateAll))
@@ -76,20 +79,29 @@ func TestAudit_CoverageGapTurnsPersistent(t *testing.T) {
 }
 
 func TestAudit_RollingOut(t *testing.T) {
-	ds, err := kube.AppsV1().DaemonSets("audit").Get(t.Context(), "steady", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// A rollout is a change of state the auditor reports only for a
+	// DaemonSet it has judged before: it sees this one healthy first (a
+	// gap on worker-1, then restored, as in TestAudit_Healthy).
+	create(t, daemonSet("rolling", tolerateAll))
+	runPods(t, "rolling", 4, "worker-1")
+	waitEvent(t, "rolling", "CoverageGap", "nodes without a ready Pod")
+	for _, p := range podsOf(t, "rolling") {
+		if targetNode(&p) == "worker-1" {
+			setPodStatus(t, p.Name, true)
+		}
 	}
+	waitEvent(t, "rolling", "CoverageRestored", "4 of 4 nodes covered")
+
 	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","image":"example/agent:v2"}]}}}}`)
-	if _, err := kube.AppsV1().DaemonSets("audit").Patch(t.Context(), ds.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := kube.AppsV1().DaemonSets("audit").Patch(t.Context(), "rolling", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(t, "steady", func(ds *appsv1.DaemonSet) bool {
+	waitStatus(t, "rolling", func(ds *appsv1.DaemonSet) bool {
 		return ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled
 	})
-	r := audit(t, "-n", "audit", "steady")
+	r := audit(t, "-n", "audit", "rolling")
 	wantOutput(t, r.Stdout, "RollingOut", "of 4 Pods updated")
-	waitEvent(t, "steady", "RollingOut", "of 4 Pods updated")
+	waitEvent(t, "rolling", "RollingOut", "of 4 Pods updated")
 }
 
 func TestAudit_Misscheduled(t *testing.T) {
@@ -100,6 +112,14 @@ func TestAudit_Misscheduled(t *testing.T) {
 
 	// A NoSchedule taint after the Pod exists: the node no longer qualifies,
 	// but the controller keeps the running Pod and counts it misscheduled.
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if r := cluster.Kubectl(ctx, "", "taint", "nodes", "worker-3", "dedicated=storage:NoSchedule-"); r.Err != nil &&
+			!strings.Contains(r.Stderr, "not found") {
+			t.Errorf("cleanup: %v", r.Error())
+		}
+	})
 	if r := cluster.Kubectl(t.Context(), "", "taint", "nodes", "worker-3", "dedicated=storage:NoSchedule"); r.Err != nil {
 		t.Fatal(r.Error())
 	}

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -39,10 +40,27 @@ func daemonSet(name string, tolerations ...corev1.Toleration) *appsv1.DaemonSet 
 
 var tolerateAll = corev1.Toleration{Operator: corev1.TolerationOpExists}
 
+// create creates a DaemonSet for one test, which deletes it, with its Pods,
+// when it ends.
 func create(t *testing.T, ds *appsv1.DaemonSet) {
 	t.Helper()
+	t.Cleanup(func() { remove(t, ds.Name) })
 	if _, err := kube.AppsV1().DaemonSets(ds.Namespace).Create(t.Context(), ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// remove deletes a DaemonSet and its Pods. The Pods go at once: with no
+// kubelet to confirm their end, a Pod bound to a node would stay Terminating.
+func remove(t *testing.T, name string) {
+	ctx, cancel := framework.CleanupContext(t, time.Minute)
+	defer cancel()
+	if err := kube.AppsV1().DaemonSets("audit").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("cleanup: deleting DaemonSet %s: %v", name, err)
+	}
+	if err := kube.CoreV1().Pods("audit").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+		metav1.ListOptions{LabelSelector: "app=" + name}); err != nil {
+		t.Errorf("cleanup: deleting the Pods of %s: %v", name, err)
 	}
 }
 

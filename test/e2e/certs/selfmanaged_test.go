@@ -44,6 +44,7 @@ func TestSelfManaged_StartsWithoutCertificates(t *testing.T) {
 			t.Errorf("webhook %s: caBundle %v lacks the CA %v", w.Name, bundle, ca)
 		}
 	}
+	cluster.DeleteOnCleanup(t, "-f", "examples/node-exporter.yaml", "-f", "examples/log-shipper-half-fleet.yaml")
 	r := cluster.Kubectl(t.Context(), "", "apply", "-f", "examples/node-exporter.yaml")
 	if r.ExitCode != 1 || !strings.Contains(r.Stderr, `admission webhook "daemonsets.dsguard.io" denied the request`) {
 		t.Errorf("node-exporter: exit %d\n%s", r.ExitCode, r.Stderr)

@@ -131,7 +131,9 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 	if a := cluster.Kubectl(t.Context(), r.Stdout, "apply", "-f", "-"); a.Err != nil {
 		t.Fatal(a.Error())
 	}
-	t.Cleanup(func() { cluster.Kubectl(t.Context(), "", "delete", "validatingwebhookconfiguration", "file-dsguard") })
+	// Before the dsguard behind it stops (cleanups run last-first): its
+	// entries fail closed, and every later DaemonSet write would fail.
+	cluster.DeleteOnCleanup(t, "validatingwebhookconfiguration", "file-dsguard")
 
 	// Only this dsguard may answer the probe: it asks in the suite
 	// dsguard's own namespace, which that dsguard's configuration leaves

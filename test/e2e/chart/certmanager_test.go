@@ -35,7 +35,7 @@ const (
 // through the API server without pause: dsguard serves the new certificate and
 // not one review fails.
 func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
-	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found")
+	withoutSuiteWebhook(t)
 	start := time.Now()
 	cm, err := cluster.StartCertManager(t.Context(), t.TempDir())
 	if err != nil {

@@ -57,7 +57,11 @@ func kinds(manifests string) int {
 func TestRenderedChart_IsValidOnTheServer(t *testing.T) {
 	h := helms()[0]
 	mustKubectl(t, "", "label", "namespace", namespace, "pod-security.kubernetes.io/warn=restricted", "--overwrite")
-	t.Cleanup(func() { kubectl(t, "", "label", "namespace", namespace, "pod-security.kubernetes.io/warn-") })
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		framework.Logged(t, cluster.Kubectl(ctx, "", "label", "namespace", namespace, "pod-security.kubernetes.io/warn-"))
+	})
 	for _, values := range valueSets {
 		name := strings.TrimSuffix(values, ".yaml")
 		if name == "" {
@@ -95,7 +99,9 @@ func TestRenderedChart_IsValidOnTheServer(t *testing.T) {
 		}
 
 		for _, crd := range []string{"servicemonitors", "prometheusrules"} {
-			mustKubectl(t, "", "apply", "--server-side", "-f", prometheusOperatorCRD(t, crd))
+			file := prometheusOperatorCRD(t, crd)
+			cluster.DeleteOnCleanup(t, "-f", file)
+			mustKubectl(t, "", "apply", "--server-side", "-f", file)
 			mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".monitoring.coreos.com")
 		}
 		var last string
@@ -136,8 +142,9 @@ func TestRenderedChart_CertManagerMode(t *testing.T) {
 		t.Fatalf("locating the cert-manager module: %v", err)
 	}
 	for _, crd := range []string{"certificates", "issuers"} {
-		mustKubectl(t, "", "apply", "--server-side", "-f",
-			filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "cert-manager.io_"+crd+".yaml"))
+		file := filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "cert-manager.io_"+crd+".yaml")
+		cluster.DeleteOnCleanup(t, "-f", file)
+		mustKubectl(t, "", "apply", "--server-side", "-f", file)
 		mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".cert-manager.io")
 	}
 	var last string
@@ -203,7 +210,7 @@ func TestHelmInstall_WebhookRejectsAndWarns(t *testing.T) {
 	// framework.Start applied the webhook configuration and the policy with
 	// kubectl, and the dsguard it started wrote its last-good record (the
 	// chart creates that record in a cluster); helm must own them now.
-	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found")
+	withoutSuiteWebhook(t)
 	mustKubectl(t, "", "delete", "configmap", "dsguard-policy", "-n", namespace, "--ignore-not-found")
 
 	for _, h := range helms() {

@@ -143,6 +143,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	framework.Eventually(t, 30*time.Second, 100*time.Millisecond, cond, func() string { return "waiting for " + what })
 }
 
+// withoutSuiteWebhook deletes the webhook configuration framework.Start
+// installed, so that only the release the test installs answers, and puts it
+// back (with the suite's policy ConfigMap) when the test ends: no test
+// depends on another having removed it, or on none having done so.
+func withoutSuiteWebhook(t *testing.T) {
+	t.Helper()
+	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found")
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, 2*time.Minute)
+		defer cancel()
+		if err := cluster.InstallFromChart(ctx, caBundle); err != nil {
+			t.Errorf("cleanup: restoring the suite's webhook configuration: %v", err)
+		}
+	})
+}
+
 // startDsguard starts another dsguard (as who, for the failure log), stops it
 // when the test ends, and waits until it is ready on healthPort; it returns
 // the process and how long readiness took.

@@ -52,7 +52,7 @@ var smMatrix = []canI{
 // a forbidden request; can-i confirms the extra grants are by name.
 func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 	// Only this release's webhook may answer.
-	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "rbac-dsguard", "--ignore-not-found")
+	withoutSuiteWebhook(t)
 	mustKubectl(t, "", "create", "namespace", smNamespace)
 	dir := t.TempDir()
 	webhookPort, healthPort := freePort(t), freePort(t)

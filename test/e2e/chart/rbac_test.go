@@ -133,9 +133,8 @@ var (
 // without a single forbidden request; and `kubectl auth can-i` answers yes to
 // what it needs and no to the rest.
 func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
-	// Only this release's webhook may answer (an earlier test may have left
-	// framework.Start's configuration when run alone).
-	mustKubectl(t, "", "delete", "validatingwebhookconfiguration", "dsguard", "--ignore-not-found")
+	// Only this release's webhook may answer.
+	withoutSuiteWebhook(t)
 	mustKubectl(t, "", "create", "namespace", rbacNamespace)
 
 	dir := t.TempDir()
@@ -195,12 +194,13 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
+		cluster.DeleteOnCleanup(t, "serviceaccount", "-n", "monitoring", "prometheus", "nobody")
 		for _, sa := range []string{"prometheus", "nobody"} {
 			mustKubectl(t, "", "create", "serviceaccount", sa, "-n", "monitoring")
 		}
+		cluster.DeleteOnCleanup(t, "clusterrolebinding", "prometheus-reads-dsguard")
 		mustKubectl(t, "", "create", "clusterrolebinding", "prometheus-reads-dsguard",
 			"--clusterrole="+rbacFullname+"-metrics-reader", "--serviceaccount=monitoring:prometheus")
-		t.Cleanup(func() { kubectl(t, "", "delete", "clusterrolebinding", "prometheus-reads-dsguard") })
 		url := fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
 		for _, c := range []struct {
 			sa   string

@@ -25,10 +25,6 @@ const (
 	defaultScenarios = 300
 	batchSize        = 60
 	workers          = 16
-	// settleGrace is how long a status may disagree after the controller
-	// has observed the DaemonSet's generation before it counts as a
-	// mismatch: its node informer may lag the node writes by a moment.
-	settleGrace = 5 * time.Second
 )
 
 // run state of one scenario.
@@ -40,9 +36,7 @@ type result struct {
 	created   *appsv1.DaemonSet
 	status    appsv1.DaemonSetStatus
 	settled   bool
-	// currentSince is when the status first showed the current generation.
-	currentSince time.Time
-	podNodes     []string
+	podNodes  []string
 }
 
 func envInt(name string, def uint64) (uint64, error) {
@@ -291,7 +285,12 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 	}
 	tCreate := time.Since(t0)
 
-	// Wait for the controller's verdicts.
+	// Wait for the controller's verdicts: each status until it agrees with
+	// the prediction, or the deadline passes. A status may disagree for a
+	// while after the controller has observed the DaemonSet (its node
+	// informer can lag the node writes, by seconds on a loaded machine) and
+	// then agree: only one that still disagrees at the deadline is a
+	// mismatch, reported below with that last status.
 	timeout := 60 * time.Second
 	if b == 0 {
 		timeout = 120 * time.Second // informers sync first
@@ -321,35 +320,35 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 				t.Fatalf("DaemonSet %s is gone", res.ds.Name)
 			}
 			res.status = ds.Status
-			if ds.Status.ObservedGeneration < ds.Generation {
-				pending++
-				continue
-			}
-			if res.currentSince.IsZero() {
-				res.currentSince = now
-			}
 			s := ds.Status
-			if int(s.DesiredNumberScheduled) == res.predicted.Eligible && s.CurrentNumberScheduled == s.DesiredNumberScheduled &&
-				s.NumberMisscheduled == 0 {
+			if s.ObservedGeneration >= ds.Generation && int(s.DesiredNumberScheduled) == res.predicted.Eligible &&
+				s.CurrentNumberScheduled == s.DesiredNumberScheduled && s.NumberMisscheduled == 0 {
 				res.settled = true
 				continue
 			}
-			if now.Sub(res.currentSince) < settleGrace {
-				pending++
-			}
+			pending++
 		}
 		if pending == 0 {
 			break
 		}
 		if now.After(deadline) {
-			var names []string
+			var unobserved, disagreeing []string
 			for _, res := range batch {
-				if res.status.ObservedGeneration < res.created.Generation {
-					names = append(names, res.ds.Name)
+				switch {
+				case res.settled:
+				case res.status.ObservedGeneration < res.created.Generation:
+					unobserved = append(unobserved, res.ds.Name)
+				default:
+					disagreeing = append(disagreeing, res.ds.Name)
 				}
 			}
-			t.Fatalf("batch %d: after %s the controller has not observed %d DaemonSets: %s",
-				b, timeout, len(names), strings.Join(names, ", "))
+			if len(unobserved) > 0 {
+				t.Fatalf("batch %d: after %s the controller has not observed %d DaemonSets: %s",
+					b, timeout, len(unobserved), strings.Join(unobserved, ", "))
+			}
+			t.Logf("batch %d: after %s the status of %d DaemonSets still disagrees with the prediction: %s",
+				b, timeout, len(disagreeing), strings.Join(disagreeing, ", "))
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -76,14 +77,20 @@ func TestLeaderCut_WebhookServesAndLeaseMoves(t *testing.T) {
 	t.Cleanup(func() {
 		_ = kube.AppsV1().DaemonSets("kube-system").Delete(context.Background(), "node-exporter", metav1.DeleteOptions{})
 	})
+	// Settled: the leader has audited everything queued (its audit queue is
+	// empty and idle) and the Events it emitted are all out (two reads in a
+	// row agree), so that an Event after the cut is a repeat, not a late one.
 	var before map[string]int32
-	waitFor(t, "the leader's audit Events", 60*time.Second, func() (bool, string) {
+	settled := waitFor(t, "the leader's audit Events, its audit queue idle", 60*time.Second, func() (bool, string) {
+		prev := before
 		before = auditEvents(t, "kube-system")
-		return len(before) > 0, "none yet"
+		depth, err1 := leader.Metric("workqueue_depth", `name="dsguard_audit"`)
+		busy, err2 := leader.Metric("workqueue_unfinished_work_seconds", `name="dsguard_audit"`)
+		state := fmt.Sprintf("Events %v; %s's audit queue: depth %v (%v), unfinished work %vs (%v)",
+			keys(before), leader.Name, depth, err1, busy, err2)
+		return len(before) > 0 && maps.Equal(before, prev) && err1 == nil && err2 == nil && depth == 0 && busy == 0, state
 	})
-	time.Sleep(3 * time.Second)
-	before = auditEvents(t, "kube-system")
-	t.Logf("figures: audit Events before the cut: %v", keys(before))
+	t.Logf("figures: audit Events before the cut (settled in %s): %v", settled.Round(time.Millisecond), keys(before))
 
 	l := startLoad(t.Context(), "reviews while the leader is cut off", 2, 20*time.Millisecond, nil,
 		deniedByDsguard(example(t, "node-exporter.yaml", "default")))
@@ -104,9 +111,14 @@ func TestLeaderCut_WebhookServesAndLeaseMoves(t *testing.T) {
 		return err == nil && v == 1, fmt.Sprint(v, err)
 	})
 	t.Logf("figures: %s took the lease %s after %s was cut off", follower.Name, took.Round(time.Millisecond), leader.Name)
+	// The cut lasts its 30 seconds whenever the lease moved: the leader's
+	// renewal deadline is well inside it.
 	time.Sleep(time.Until(cutAt.Add(30 * time.Second)))
 	leader.API.Restore()
 	t.Logf("figures: %s cut off for %s", leader.Name, time.Since(cutAt).Round(time.Millisecond))
+	// Not a settle: the old leader gets 5 seconds with its API access back,
+	// under load, in which an Event it held back through the cut would
+	// reach the API server (the check below must see it).
 	time.Sleep(5 * time.Second)
 	l.stop(t)
 	leaderAnswers.stop(t)

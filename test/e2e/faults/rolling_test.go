@@ -26,6 +26,8 @@ func TestRollingRestart_NoFailedAdmissions(t *testing.T) {
 	rs := cluster.Replicas()
 	l := startLoad(t.Context(), "reviews during the rolling restart", 4, 10*time.Millisecond, nil,
 		deniedByDsguard(example(t, "node-exporter.yaml", "default")))
+	// The sleeps here pace the restart under the load: reviews before,
+	// between and after the replacements, as a rollout has them.
 	time.Sleep(2 * time.Second)
 	for _, old := range rs.Members() {
 		start := time.Now()

@@ -48,6 +48,16 @@ func TestSoak(t *testing.T) {
 		})
 
 	// Node churn: a node joins, is relabelled, and leaves, over and over.
+	// One the load's end caught between its create and its delete goes
+	// when the test ends.
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if err := kube.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: churnLabel}); err != nil {
+			t.Errorf("cleanup: deleting the churned nodes: %v", err)
+		}
+	})
 	churned := 0
 	churn := startLoad(ctx, "node churn (create, relabel, delete)", 1, 500*time.Millisecond, nil,
 		func(ctx context.Context) error {
@@ -55,7 +65,7 @@ func TestSoak(t *testing.T) {
 			name := fmt.Sprintf("churn-%d", churned)
 			nodes := kube.CoreV1().Nodes()
 			if _, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-				Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}}}, metav1.CreateOptions{}); err != nil {
+				Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", churnLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 			patch := fmt.Sprintf(`{"metadata":{"labels":{"pool":"p%d"}}}`, rand.IntN(3))
@@ -72,6 +82,7 @@ func TestSoak(t *testing.T) {
 		return setPolicy(ctx, policyVersion(reloads%2))
 	})
 
+	// Samples are taken every 5 seconds: the curve's pace, not a settle.
 	var curves = map[string][]sample{}
 	rotated := false
 	var rotatedSerial int64
@@ -111,6 +122,9 @@ func TestSoak(t *testing.T) {
 		checkFlat(t, r.Name, curve)
 	}
 }
+
+// churnLabel marks the soak's churned nodes.
+const churnLabel = "faults.dsguard.io/churn"
 
 // checkFlat compares the second half of a run with the first half, after a
 // warm-up of the first fifth: a leak grows without bound, so its late

@@ -158,6 +158,7 @@ func impersonating(t *testing.T, user, namespace string) kubernetes.Interface {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
 	}
+	cluster.DeleteOnCleanup(t, "rolebinding", "-n", namespace, rb.Name)
 	if _, err := kube.RbacV1().RoleBindings(namespace).Create(t.Context(), rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

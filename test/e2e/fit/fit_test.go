@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dsguard/dsguard/coverage/fit"
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 var (
@@ -81,7 +82,8 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 
 	// The scheduler must see the bound Pods, started, before the agents
 	// arrive: its cache follows a watch.
-	time.Sleep(3 * time.Second)
+	took := schedulerCaughtUp(ctx, t)
+	t.Logf("kube-scheduler's cache holds every Pod written %s after the last write", took.Round(time.Millisecond))
 	createStart := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -196,6 +198,54 @@ func setUp(ctx context.Context, t *testing.T, scenarios []*scenario) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// schedulerCaughtUp waits until kube-scheduler has seen every Pod write
+// made so far and returns how long that took. It creates a Pod no node can
+// take and waits for the scheduler's verdict on it: the scheduler's Pods
+// arrive on one watch, in the order they were written, and its cache takes
+// each before the next, so a verdict on this Pod means the cache holds every
+// earlier one, bound and started. The Pod is deleted before it returns.
+func schedulerCaughtUp(ctx context.Context, t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	canary := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "scheduler-canary", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"fit.dsguard.io/no-such-node": "true"},
+			Containers:   []corev1.Container{{Name: "c", Image: image}},
+		},
+	}
+	pods := client.CoreV1().Pods(metav1.NamespaceDefault)
+	if _, err := pods.Create(ctx, canary, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the scheduler's canary Pod: %v", err)
+	}
+	defer func() {
+		if err := pods.Delete(context.WithoutCancel(ctx), canary.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Errorf("deleting the scheduler's canary Pod: %v", err)
+		}
+	}()
+	last := "no verdict"
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := waitFor(wctx, 100*time.Millisecond, func() (bool, error) {
+		p, err := pods.Get(wctx, canary.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				last = fmt.Sprintf("PodScheduled %s: %s", c.Status, c.Message)
+				return c.Status == corev1.ConditionFalse, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-scheduler gave no verdict on a Pod no node can take within a minute (%v); last: %s\nkube-scheduler log (last lines):\n%s",
+			err, last, framework.LastLines(scheduler.Log(), 40))
+	}
+	return time.Since(start)
 }
 
 // heartbeatNode creates the node, writes its status (allocatable, Ready) as

@@ -114,7 +114,9 @@ func startScheduler(tools, dir string, kubeconfig []byte) (*framework.Process, e
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-scheduler: %w", err)
 	}
-	// A bad flag or configuration ends it at once.
+	// A bad flag or configuration ends it at once: a second tells such a
+	// start from a running scheduler (one that fails later fails the test,
+	// which prints its log).
 	time.Sleep(time.Second)
 	if err := p.ExitError(); err == nil || err.Error() != "still running" {
 		return nil, fmt.Errorf("kube-scheduler exited at once:\n%s", framework.LastLines(p.Log(), 40))

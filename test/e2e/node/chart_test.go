@@ -27,6 +27,11 @@ func TestHelmInstall_RealNode(t *testing.T) {
 	requireNode(t)
 	for _, bin := range []string{"helm", "helm4"} {
 		t.Run(bin, func(t *testing.T) {
+			// The tests that only need dsguard up leave their release
+			// installed (installed); this one installs its own.
+			if r := cluster.Helm(t.Context(), bin, "status", release, "-n", namespace); r.Err == nil {
+				mustHelm(t, bin, "uninstall", release, "-n", namespace, "--wait", "--timeout", "2m")
+			}
 			install(t, bin)
 			t.Run("helm test proves the webhook answers", func(t *testing.T) {
 				out := mustHelm(t, bin, "test", release, "-n", namespace, "--timeout", "4m")

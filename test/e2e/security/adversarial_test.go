@@ -143,7 +143,7 @@ data:
 	if chartPolicy.Err != nil {
 		t.Fatal(chartPolicy.Error())
 	}
-	defer kubectl(t, chartPolicy.Stdout, "apply", "-f", "-")
+	defer restoreChartPolicy(t, chartPolicy.Stdout)
 	r := kubectl(t, weak, "apply", "--dry-run=server", "-f", "-")
 	if r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline: bypass.groups has system:authenticated") {
 		t.Errorf("a bypass for every authenticated user: want admitted with a warning, got exit %d:\n%s", r.ExitCode, r.Stderr)

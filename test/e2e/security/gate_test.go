@@ -97,7 +97,7 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 	if r := kubectl(t, gatedPolicy, "apply", "-f", "-"); r.ExitCode != 0 {
 		t.Fatal(r.Error())
 	}
-	defer kubectl(t, chartPolicy.Stdout, "apply", "-f", "-")
+	defer restoreChartPolicy(t, chartPolicy.Stdout)
 	for _, ns := range []string{"team-a", "team-b"} {
 		defer kubectl(t, "", "delete", "daemonset", "-n", ns, "-l", "gate-test=true", "--ignore-not-found")
 	}

@@ -27,6 +27,9 @@ func TestVAPAndWebhookMode_StaticRulesHoldWhileDsguardIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The probe is judged there (waitUntil); the differential creates it
+	// too, and neither may count on the other having run.
+	createNamespace(t, "fixtures")
 	// Deferred, not t.Cleanup: the test's context is still live.
 	defer func() {
 		deleteGeneratedPolicies(t)
