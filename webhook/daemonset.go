@@ -217,7 +217,8 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	// would be an annotation that later updates leave unchanged, which the
 	// group gate trusts. The fail-open namespaces only warn, as for every
 	// other deny (Evaluate voids the annotation for this request there).
-	if refusal := active.Policy.RefuseAnnotationChanges(ds, previous, requester); refusal != nil && !h.failsOpen(req.Namespace) {
+	refusal := active.Policy.RefuseAnnotationChanges(ds, previous, requester)
+	if refusal != nil && !h.failsOpen(req.Namespace) {
 		log.Info("refused an exemption annotation", "user", req.UserInfo.Username, "annotations", refusal.Keys)
 		return admission.Denied(refusal.Message())
 	}
@@ -285,6 +286,12 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	resp := buildResponse(ds, findings)
 	if stale > 0 {
 		resp.Warnings = append([]string{staleWarning(stale)}, resp.Warnings...)
+	}
+	if refusal != nil {
+		// A fail-open namespace: the annotation is stored, void for this
+		// request, and the writer is told, whatever enforcement says (the
+		// finding that voids it follows enforcement; the gate does not).
+		resp.Warnings = append([]string{oneLine(refusal.Warning(req.Namespace))}, resp.Warnings...)
 	}
 	if cause := h.source.Degraded(); cause != nil {
 		// Whoever applies a DaemonSet learns that the policy in force is
