@@ -1,20 +1,32 @@
 package audit
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	fcache "k8s.io/client-go/tools/cache/testing"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -93,16 +105,34 @@ func TestAuditor_QuietFirstPass(t *testing.T) {
 // TestAuditor_LeavesTheDaemonSetAlone: the auditor reads each DaemonSet from
 // the informer cache without a deep copy, so nothing an audit does with it
 // (judging, the gap clock, Events, gauges, the investigation of a gap, the
-// Report) may change it: a change would be the cache's.
+// Report) may change it: a change would be the cache's. The test runs the
+// auditor's own audit, twice (a gap, then the same gap past the window), over
+// a real node view, a real policy source and a cache that hands out its own
+// object as the informer cache does, and checks that the cached DaemonSet is
+// unchanged and that nothing wrote to any DaemonSet or its status.
 func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	nodes := coverage.NewNodeSnapshot([]*corev1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"pool": "a"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"pool": "a"}}},
-	})
+	nodeSource := fcache.NewFakeControllerSource()
+	defer nodeSource.Shutdown()
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}})
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"pool": "a"}}})
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"pool": "a"}}})
+	nodes := &clusterview.NodeView{Nodes: nodeSource, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- nodes.Start(ctx) }()
+	defer func() { cancel(); <-stopped }()
+	select {
+	case <-nodes.Built():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node view did not list the nodes within 10s")
+	}
+	source := clusterview.NewPolicySource(nil)
+	source.UseDefaults("test")
+
 	ds := auditDS("gappy", 3, 1) // skips cp-1, one Pod ready of three
+	ds.UID = "gappy-uid"
 	ds.Annotations = map[string]string{
 		policy.ExemptionAnnotationPrefix + "readiness-probe": "later; expires=2026-12-31",
 		policy.IntendedCoverageAnnotation:                    "",
@@ -113,18 +143,73 @@ func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpExists}}}}}}}
 	before := ds.DeepCopy()
 
+	// Every write the auditor makes (Reports) goes through this client; a
+	// write to a DaemonSet, its status included, is recorded.
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, openreportsv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dsWrites []string
+	written := func(verb string, obj client.Object) {
+		if _, isDS := obj.(*appsv1.DaemonSet); isDS {
+			dsWrites = append(dsWrites, verb+" "+obj.GetNamespace()+"/"+obj.GetName())
+		}
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			written("create", obj)
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			written("update", obj)
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			written("patch", obj)
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			dsWrites = append(dsWrites, fmt.Sprintf("apply %T", obj))
+			return c.Apply(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			written("delete", obj)
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+			written("create "+sub, obj)
+			return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			written("update "+sub, obj)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			written("patch "+sub, obj)
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(reportGroupKind.WithVersion(openreportsv1alpha1.GroupVersion.Version), meta.RESTScopeNamespace)
+
 	recorder := events.NewFakeRecorder(100)
-	a := &Auditor{Recorder: recorder, Metrics: NewMetrics(prometheus.NewRegistry()), Reports: &ReportWriter{},
-		Pods: fake.NewClientBuilder().Build(), seen: map[types.NamespacedName]*auditMemory{}, gapClock: GapClock{}}
+	clock := now
+	a := &Auditor{Cache: &sharedCache{objects: map[types.NamespacedName]*appsv1.DaemonSet{{Namespace: ds.Namespace, Name: ds.Name}: ds}},
+		Pods: cl, Nodes: nodes, Source: source, Recorder: recorder, Log: logr.Discard(),
+		Metrics: NewMetrics(prometheus.NewRegistry()), Window: 5 * time.Minute,
+		Reports: &ReportWriter{Client: cl, Reader: cl, Mapper: mapper, Log: logr.Discard()},
+		Now:     func() time.Time { return clock }}
+	a.beginTerm()
+	key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
 	// A gap, and the same gap past the window.
-	for i := range 2 {
-		at := now.Add(time.Duration(i) * 10 * time.Minute)
-		a.gapClock.Track(ds, at)
-		e := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: nodes, Policy: rules.Builtin().Default(), Now: at,
-			GapSince: a.gapClock, Window: 5 * time.Minute})[0]
-		a.observe(t.Context(), &e, nodes, false)
-		a.record(&e)
-		a.Reports.Set(&e)
+	for range 2 {
+		if err := a.audit(t.Context(), key); err != nil {
+			t.Fatalf("audit: %v", err)
+		}
+		a.flushReports(t.Context())
+		clock = clock.Add(10 * time.Minute)
 	}
 	var got []string
 	for len(recorder.Events) > 0 {
@@ -133,7 +218,62 @@ func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 	if want := []string{"Exempted", "CoverageGap", "PolicyViolation", "PersistentGap"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Events %q, want %q: the audit did not take the paths this test is for", got, want)
 	}
-	if !reflect.DeepEqual(ds, before) {
-		t.Errorf("the audit changed the DaemonSet:\nbefore %+v\nafter  %+v", before, ds)
+	var report openreportsv1alpha1.Report
+	if err := cl.Get(t.Context(), types.NamespacedName{Namespace: ds.Namespace, Name: ReportName}, &report); err != nil {
+		t.Errorf("the audit wrote no Report (%v): it did not take the path this test is for", err)
 	}
+	if !reflect.DeepEqual(ds, before) {
+		t.Errorf("the audit changed the cached DaemonSet:\nbefore %+v\nafter  %+v", before, ds)
+	}
+	if len(dsWrites) > 0 {
+		t.Errorf("the audit wrote to a DaemonSet: %q", dsWrites)
+	}
+}
+
+// sharedCache serves DaemonSets as the informer cache does: Get and List
+// with client.UnsafeDisableDeepCopy hand out shallow copies of the cached
+// objects, which share their maps, slices and pointers, so a change made
+// through them is a change of the cache's own object; without the option,
+// deep copies. The informer side is a fake the audit of one DaemonSet does
+// not use.
+type sharedCache struct {
+	informertest.FakeInformers
+	objects map[types.NamespacedName]*appsv1.DaemonSet
+}
+
+func (c *sharedCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	out, ok := obj.(*appsv1.DaemonSet)
+	if !ok {
+		return fmt.Errorf("sharedCache holds DaemonSets, not %T", obj)
+	}
+	cached, ok := c.objects[key]
+	if !ok {
+		return apierrors.NewNotFound(appsv1.Resource("daemonsets"), key.Name)
+	}
+	var o client.GetOptions
+	o.ApplyOptions(opts)
+	if o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
+		*out = *cached
+	} else {
+		cached.DeepCopyInto(out)
+	}
+	return nil
+}
+
+func (c *sharedCache) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	out, ok := list.(*appsv1.DaemonSetList)
+	if !ok {
+		return fmt.Errorf("sharedCache holds DaemonSets, not %T", list)
+	}
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	out.Items = out.Items[:0]
+	for _, cached := range c.objects {
+		if o.UnsafeDisableDeepCopy != nil && *o.UnsafeDisableDeepCopy {
+			out.Items = append(out.Items, *cached)
+		} else {
+			out.Items = append(out.Items, *cached.DeepCopy())
+		}
+	}
+	return nil
 }

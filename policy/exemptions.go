@@ -145,6 +145,17 @@ func (g *GateRefusal) Message() string {
 		what, groups, g.Requester, groups)
 }
 
+// Warning is the refusal where dsguard only warns (a fail-open namespace):
+// one line, short, naming the rule of the gate, who asked and who may.
+func (g *GateRefusal) Warning(namespace string) string {
+	what := "annotation " + g.Keys[0]
+	if len(g.Keys) > 1 {
+		what = "annotations " + strings.Join(g.Keys, ", ")
+	}
+	return fmt.Sprintf("dsguard would refuse the change to %s: %s is not in exemptions.allowedGroups (%s); admitted: namespace %s fails open",
+		what, g.Requester, strings.Join(g.AllowedGroups, ", "), namespace)
+}
+
 // gateProblem says why the policy's exemption gate voids the annotation key
 // on ds, "" when it lets it through. The namespace gate always applies. The
 // group gate needs the requester (admission only: offline and in the audit

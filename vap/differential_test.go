@@ -11,7 +11,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -89,44 +88,6 @@ func fixtureFiles(t testing.TB, root string) []string {
 	return files
 }
 
-// webhookVerdict is the reference: the engine's findings with the webhook's
-// UPDATE semantics (an unchanged spec or a deletion caps at warn; with
-// ratcheting, a deny the old object had at the same rule and field warns).
-func webhookVerdict(p *policy.Policy, r request) string {
-	ds := r.object.DeepCopy()
-	ds.Namespace = r.namespace
-	env := policy.Env{Policy: p, Now: testDay}
-	if p.Bypassed(r.user, nil) {
-		return "allow"
-	}
-	fs := policy.Evaluate(ds, env)
-	if r.old != nil {
-		old := r.old.DeepCopy()
-		old.Namespace = r.namespace
-		had := map[[2]string]bool{}
-		if p.Ratcheting() {
-			for _, f := range policy.Evaluate(old, env) {
-				if f.Action == policy.ActionDeny {
-					had[[2]string{f.RuleID, f.FieldString()}] = true
-				}
-			}
-		}
-		soften := ds.DeletionTimestamp != nil || equality.Semantic.DeepEqual(old.Spec, ds.Spec)
-		for i := range fs {
-			if fs[i].Action == policy.ActionDeny && (soften || had[[2]string{fs[i].RuleID, fs[i].FieldString()}]) {
-				fs[i].Action = policy.ActionWarn
-			}
-		}
-	}
-	switch {
-	case policy.Count(fs, policy.ActionDeny) > 0:
-		return "deny"
-	case policy.Count(fs, policy.ActionWarn) > 0:
-		return "warn"
-	}
-	return "allow"
-}
-
 // updates are the ways an UPDATE changes a stored DaemonSet.
 var updates = map[string]func(*appsv1.DaemonSet){
 	"labels": func(ds *appsv1.DaemonSet) { setKey(&ds.Labels, "dsguard.io/touched", "yes") },
@@ -156,7 +117,9 @@ func setKey(m *map[string]string, k, v string) {
 // TestRender_GivesTheWebhooksVerdicts evaluates the rendered policies with
 // the API server's own admission code against every rule fixture and
 // generated DaemonSets, created in several namespaces and updated several
-// ways, and requires the engine's verdict for each, under every test policy.
+// ways, and requires for each the verdict of dsguard's own DaemonSet handler
+// (its UPDATE rules included: an unchanged spec, a deletion, ratcheting),
+// under every test policy.
 func TestRender_GivesTheWebhooksVerdicts(t *testing.T) {
 	subs := subjects(t, *generatedSubjects)
 	counts := map[string]int{}
@@ -177,12 +140,13 @@ func TestRender_GivesTheWebhooksVerdicts(t *testing.T) {
 				t.Fatal(err)
 			}
 			compiledPolicies := compileResult(t, res)
+			h := webhookHandler(t, p, Options{Namespace: "dsguard-system"})
 			check := func(what string, r request) {
-				want := webhookVerdict(p, r)
+				want, webhookMsgs := webhookVerdict(t, h, r)
 				got, msgs := admit(t, compiledPolicies, r)
 				counts[want]++
 				if got != want {
-					t.Errorf("%s: engine %s, generated policies %s %q", what, want, got, msgs)
+					t.Errorf("%s: webhook %s %q, generated policies %s %q", what, want, webhookMsgs, got, msgs)
 				}
 			}
 			for _, s := range subs {

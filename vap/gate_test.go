@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/dsguard/dsguard/webhook"
 )
 
 // gatePolicy lets members of platform-team and sre write exemptions and
@@ -65,15 +66,23 @@ func compliantDaemonSet(t testing.TB) *appsv1.DaemonSet {
 	return ds
 }
 
-// renderGated renders a policy document with gateOptions, and returns the
-// engine's policy, every generated policy and the gate's alone, compiled.
-func renderGated(t testing.TB, doc string, opts Options) (engine *policy.Policy, all, gate []compiled) {
+// renderGated renders a policy document with opts, and returns dsguard's
+// DaemonSet handler serving it (with the rules that are not rendered off,
+// as the policies leave them to the webhook), every generated policy and
+// the gate's alone, compiled.
+func renderGated(t testing.TB, doc string, opts Options) (h *webhook.DaemonSetHandler, all, gate []compiled) {
 	t.Helper()
 	cfg, err := rules.Builtin().ParseConfig([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if engine, err = policy.Compile(cfg); err != nil {
+	for _, r := range rules.Builtin().Rules() {
+		if !Renders(r.ID) {
+			cfg.Rules.Options(r.ID).Action = policy.ActionOff
+		}
+	}
+	engine, err := policy.Compile(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := Render(cfg, opts)
@@ -86,32 +95,23 @@ func renderGated(t testing.TB, doc string, opts Options) (engine *policy.Policy,
 			gate = append(gate, c)
 		}
 	}
-	return engine, all, gate
+	return webhookHandler(t, engine, opts), all, gate
 }
 
-// webhookGate is the reference: what the webhook answers for the gate
-// alone (policy.Policy.RefuseAnnotationChanges, after the break-glass
-// bypass; dsguard's own and the excluded namespaces are never judged, the
-// fail-open ones only warned about), and its refusal's message.
-func webhookGate(p *policy.Policy, opts Options, r request) (verdict, message string) {
-	if r.namespace == opts.Namespace || slices.Contains(opts.ExcludedNamespaces, r.namespace) || p.Bypassed(r.user, r.groups) {
-		return "allow", ""
+// gateRefusal is the webhook's refusal by the exemption gate
+// (policy.GateRefusal), "" when its answer is another: the gate refuses
+// before any rule is judged, with a message of its own.
+func gateRefusal(verdict string, messages []string) string {
+	if verdict == "deny" && strings.HasPrefix(messages[0], "dsguard refuses the change to ") {
+		return messages[0]
 	}
-	ds := r.object.DeepCopy()
-	ds.Namespace = r.namespace
-	var previous map[string]string
-	if r.old != nil {
-		previous = r.old.Annotations
-	}
-	refusal := p.RefuseAnnotationChanges(ds, previous, policy.Requester{Username: r.user, Groups: r.groups})
-	switch {
-	case refusal == nil:
-		return "allow", ""
-	case slices.Contains(opts.FailOpenNamespaces, r.namespace):
-		return "warn", refusal.Message()
-	}
-	return "deny", refusal.Message()
+	return ""
 }
+
+// judged reports whether the webhook is asked about a DaemonSet in ns: the
+// webhook configuration's namespaceSelector leaves the excluded namespaces
+// out (the handler itself leaves out only its own).
+func judged(opts Options, ns string) bool { return !slices.Contains(opts.ExcludedNamespaces, ns) }
 
 // oneLine is the webhook's refusal as a policy must say it: a message with
 // a line break is refused by the API server.
@@ -141,7 +141,7 @@ func TestRender_ExemptionGate(t *testing.T) {
 	}
 	type rendered struct {
 		name      string
-		engine    *policy.Policy
+		webhook   *webhook.DaemonSetHandler
 		all, gate []compiled
 	}
 	var docs []rendered
@@ -150,8 +150,8 @@ func TestRender_ExemptionGate(t *testing.T) {
 		{"enforcement: warn", gatePolicy + "enforcement: warn\n"},
 		{"namespaceEnforcement: audit", gatePolicy + "namespaceEnforcement: [{namespaces: [\"*\"], enforcement: audit}]\n"},
 	} {
-		engine, all, gate := renderGated(t, doc.text, gateOptions)
-		docs = append(docs, rendered{doc.name, engine, all, gate})
+		h, all, gate := renderGated(t, doc.text, gateOptions)
+		docs = append(docs, rendered{doc.name, h, all, gate})
 	}
 	many := []string{}
 	for i := range gateMessageKeys + 8 {
@@ -219,17 +219,26 @@ func TestRender_ExemptionGate(t *testing.T) {
 			}
 			r := request{namespace: ns, object: tc.new, old: tc.old, user: tc.who.name, groups: tc.who.groups}
 			for _, doc := range docs {
-				engine, all, gate := doc.engine, doc.all, doc.gate
-				want, webhookMessage := webhookGate(engine, gateOptions, r)
-				if want != tc.gate {
-					t.Fatalf("%s: the webhook's gate gives %s, the case says %s", doc.name, want, tc.gate)
-				}
-				got, msgs := admit(t, gate, r)
-				if got != want {
-					t.Errorf("%s: the generated gate gives %s %q, the webhook %s", doc.name, got, msgs, want)
+				got, msgs := admit(t, doc.gate, r)
+				if got != tc.gate {
+					t.Errorf("%s: the generated gate gives %s %q, the case says %s", doc.name, got, msgs, tc.gate)
 					continue
 				}
-				if want == "allow" {
+				if judged(gateOptions, ns) {
+					answer, answerMsgs := webhookVerdict(t, doc.webhook, r)
+					full, fullMsgs := admit(t, doc.all, r)
+					if full != answer {
+						t.Errorf("%s: the generated policies give %s %q, the webhook %s %q", doc.name, full, fullMsgs, answer, answerMsgs)
+					}
+					refusal := gateRefusal(answer, answerMsgs)
+					if (refusal != "") != (tc.gate == "deny") {
+						t.Errorf("%s: the webhook answers %s %q, the generated gate %s", doc.name, answer, answerMsgs, got)
+					}
+					if refusal != "" && !strings.Contains(msgs[0], " more: only") && msgs[0] != oneLine(refusal) {
+						t.Errorf("%s: the message differs from the webhook's:\n got %s\nwant %s", doc.name, msgs[0], oneLine(refusal))
+					}
+				}
+				if got == "allow" {
 					continue
 				}
 				if len(msgs) != 1 {
@@ -238,11 +247,8 @@ func TestRender_ExemptionGate(t *testing.T) {
 				if !strings.Contains(msgs[0], tc.message) {
 					t.Errorf("%s: the message lacks %q:\n%s", doc.name, tc.message, msgs[0])
 				}
-				if want == "deny" && !strings.Contains(msgs[0], " more: only") && msgs[0] != oneLine(webhookMessage) {
-					t.Errorf("%s: the message differs from the webhook's:\n got %s\nwant %s", doc.name, msgs[0], oneLine(webhookMessage))
-				}
 				if doc.name == "as written" {
-					if full, fullMsgs := admit(t, all, r); (full == "deny") != tc.denies {
+					if full, fullMsgs := admit(t, doc.all, r); (full == "deny") != tc.denies {
 						t.Errorf("all the generated policies give %s %q; want a deny: %v", full, fullMsgs, tc.denies)
 					}
 				}
@@ -255,9 +261,13 @@ func TestRender_ExemptionGate(t *testing.T) {
 // and generated DaemonSets (whose annotations include exemptions and
 // intended coverage, valid or not), created and updated five ways by an
 // outsider, a member and the break-glass user in an ordinary and a
-// fail-open namespace, and requires the webhook's gate verdict and message.
+// fail-open namespace, and requires of the generated policies dsguard's own
+// DaemonSet handler's verdict; where its gate refuses, the gate's policy
+// refuses with its message, and where it would refuse but the namespace
+// fails open (it asks the same handler about an ordinary namespace), the
+// gate's policy warns.
 func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
-	engine, _, gate := renderGated(t, gatePolicy, gateOptions)
+	h, all, gate := renderGated(t, gatePolicy, gateOptions)
 	changes := map[string]func(*appsv1.DaemonSet){
 		"exemption added":   func(ds *appsv1.DaemonSet) { setKey(&ds.Annotations, cptExemption, grant) },
 		"intended added":    func(ds *appsv1.DaemonSet) { setKey(&ds.Annotations, intendedKey, "GPU nodes only") },
@@ -275,19 +285,42 @@ func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 	counts := map[string]int{}
 	for _, s := range subjects(t, 40) {
 		for _, who := range []requester{mallory, pat, breakGlass} {
-			for _, ns := range []string{"team-a", "kube-system"} {
-				check := func(what string, r request) {
-					t.Helper()
-					want, webhookMessage := webhookGate(engine, gateOptions, r)
-					got, msgs := admit(t, gate, r)
-					counts[want]++
-					switch {
-					case got != want:
-						t.Errorf("%s: the generated gate gives %s %q, the webhook %s %q", what, got, msgs, want, webhookMessage)
-					case want == "deny" && !strings.Contains(msgs[0], " more: only") && msgs[0] != oneLine(webhookMessage):
-						t.Errorf("%s: the message differs from the webhook's:\n got %s\nwant %s", what, msgs[0], oneLine(webhookMessage))
-					}
+			check := func(what string, r request) {
+				t.Helper()
+				answer, answerMsgs := webhookVerdict(t, h, r)
+				got, msgs := admit(t, all, r)
+				counts[answer]++
+				if got != answer {
+					t.Errorf("%s: the generated policies give %s %q, the webhook %s %q", what, got, msgs, answer, answerMsgs)
 				}
+				// Where the namespace fails open the webhook refuses nothing:
+				// the same request in an ordinary namespace says what it
+				// would refuse, which the gate warns about there.
+				failsOpen := slices.Contains(gateOptions.FailOpenNamespaces, r.namespace)
+				refused := gateRefusal(answer, answerMsgs)
+				if failsOpen {
+					elsewhere := r
+					elsewhere.namespace = "team-a"
+					refused = gateRefusal(webhookVerdict(t, h, elsewhere))
+				}
+				gateGot, gateMsgs := admit(t, gate, r)
+				want := "allow"
+				switch {
+				case refused != "" && failsOpen:
+					want = "warn"
+					counts["gate warning"]++
+				case refused != "":
+					want = "deny"
+					counts["gate refusal"]++
+				}
+				switch {
+				case gateGot != want:
+					t.Errorf("%s: the generated gate gives %s %q, want %s (the webhook's refusal: %q)", what, gateGot, gateMsgs, want, refused)
+				case want == "deny" && !strings.Contains(gateMsgs[0], " more: only") && gateMsgs[0] != oneLine(refused):
+					t.Errorf("%s: the message differs from the webhook's:\n got %s\nwant %s", what, gateMsgs[0], oneLine(refused))
+				}
+			}
+			for _, ns := range []string{"team-a", "kube-system"} {
 				r := request{namespace: ns, object: s.ds, user: who.name, groups: who.groups}
 				check(fmt.Sprintf("create %s/%s by %s", ns, s.name, who.name), r)
 				for _, how := range slices.Sorted(mapsKeys(changes)) {
@@ -299,8 +332,9 @@ func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("gate verdicts compared: %d deny, %d warn, %d allow", counts["deny"], counts["warn"], counts["allow"])
-	for _, kind := range []string{"deny", "warn", "allow"} {
+	t.Logf("verdicts compared: %d deny, %d warn, %d allow; %d gate refusals, %d gate warnings", counts["deny"], counts["warn"],
+		counts["allow"], counts["gate refusal"], counts["gate warning"])
+	for _, kind := range []string{"deny", "warn", "allow", "gate refusal", "gate warning"} {
 		if counts[kind] < 50 {
 			t.Errorf("only %d %s verdicts: the subjects must exercise every outcome", counts[kind], kind)
 		}

@@ -15,7 +15,7 @@ import (
 // container and mount among the first hostPathMessageItems, and past them
 // it still denies, with a message that says how far it read.
 func TestRender_HostPathMessageReadsAFixedNumberOfItems(t *testing.T) {
-	engine, policies := ruleAlone(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  host-path-read-only: {action: deny}\n", hostPathReadOnly)
+	handler, policies := ruleAlone(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  host-path-read-only: {action: deny}\n", hostPathReadOnly)
 	daemonSet := func(containers, offender int) *appsv1.DaemonSet {
 		spec := corev1.PodSpec{Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}}}}}
 		for i := range containers {
@@ -36,8 +36,8 @@ func TestRender_HostPathMessageReadsAFixedNumberOfItems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := request{namespace: "fixtures", object: daemonSet(tc.containers, tc.offender)}
-			if got := webhookVerdict(engine, r); got != "deny" {
-				t.Fatalf("engine: %s, want deny", got)
+			if got, msgs := webhookVerdict(t, handler, r); got != "deny" {
+				t.Fatalf("webhook: %s %q, want deny", got, msgs)
 			}
 			got, msgs := admit(t, policies, r)
 			if got != "deny" || len(msgs) != 1 || !strings.Contains(msgs[0], tc.wantInMessage) {

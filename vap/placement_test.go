@@ -12,6 +12,7 @@ import (
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
+	"github.com/dsguard/dsguard/webhook"
 )
 
 // placementPolicies are control-plane-toleration alone, with the default
@@ -170,14 +171,14 @@ var placementCases = []struct {
 }
 
 // TestRender_ControlPlaneTolerationFollowsTheModelNodes requires the
-// generated policy and the engine (offline, so against
+// generated policy and the webhook (without live nodes, so against
 // coverage.ModelTaintedNodes) to agree with each case on whether an
 // untolerated placement reaches the tainted nodes: denied if it does.
 func TestRender_ControlPlaneTolerationFollowsTheModelNodes(t *testing.T) {
 	compiledPolicies := map[string][]compiled{}
-	engines := map[string]*policy.Policy{}
+	webhooks := map[string]*webhook.DaemonSetHandler{}
 	for name, doc := range placementPolicies {
-		engines[name], compiledPolicies[name] = ruleAlone(t, doc, controlPlaneToleration)
+		webhooks[name], compiledPolicies[name] = ruleAlone(t, doc, controlPlaneToleration)
 	}
 	for _, tc := range placementCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,8 +197,8 @@ func TestRender_ControlPlaneTolerationFollowsTheModelNodes(t *testing.T) {
 				want = "deny"
 			}
 			r := request{namespace: "fixtures", object: ds}
-			if got := webhookVerdict(engines[p], r); got != want {
-				t.Errorf("engine: %s, want %s", got, want)
+			if got, msgs := webhookVerdict(t, webhooks[p], r); got != want {
+				t.Errorf("webhook: %s %q, want %s", got, msgs, want)
 			}
 			got, msgs := admit(t, compiledPolicies[p], r)
 			if got != want {
@@ -208,8 +209,8 @@ func TestRender_ControlPlaneTolerationFollowsTheModelNodes(t *testing.T) {
 }
 
 // ruleAlone parses a policy document, turns every rule but id off, and
-// returns the engine's policy and the generated policies, compiled.
-func ruleAlone(t *testing.T, doc, id string) (*policy.Policy, []compiled) {
+// returns the webhook serving it and the generated policies, compiled.
+func ruleAlone(t *testing.T, doc, id string) (*webhook.DaemonSetHandler, []compiled) {
 	t.Helper()
 	cfg, err := rules.Builtin().ParseConfig([]byte(doc))
 	if err != nil {
@@ -224,9 +225,10 @@ func ruleAlone(t *testing.T, doc, id string) (*policy.Policy, []compiled) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Render(cfg, Options{Today: testDay})
+	opts := Options{Today: testDay}
+	res, err := Render(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine, compileResult(t, res)
+	return webhookHandler(t, engine, opts), compileResult(t, res)
 }

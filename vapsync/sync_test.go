@@ -95,6 +95,11 @@ func TestSyncer_AnInvalidOrDeletedConfigMapKeepsTheLastPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, good, false},
+		{"the policy is invalid, the last good policy is recorded", func(t *testing.T, c client.Client) {
+			if err := c.Update(t.Context(), policyCM(map[string]string{"policy.yaml": header + "enforcement: sometimes\n"})); err != nil {
+				t.Fatal(err)
+			}
+		}, good, false},
 		{"the policy is invalid, the recorded last good policy is too", func(t *testing.T, c client.Client) {
 			if err := c.Update(t.Context(), policyCM(map[string]string{"policy.yaml": header + "enforcement: sometimes\n"})); err != nil {
 				t.Fatal(err)

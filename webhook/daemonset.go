@@ -47,8 +47,13 @@ type DaemonSetHandler struct {
 	// nodesStale returns the node view's age once it is past its bound
 	// (the API server has been out of reach), else 0.
 	nodesStale func() time.Duration
-	now        func() time.Time
 	heavy      *heavyLane
+
+	// Now is the clock exemption expiries are judged by (time.Now, as
+	// NewDaemonSetHandler sets it). The generated admission policies judge
+	// them by the day they were rendered; the tests that compare the two
+	// set both to one day.
+	Now func() time.Time
 
 	// FailOpenNamespaces are the infrastructure namespaces (CNI, storage
 	// and kube-system) whose webhook entry fails open: there dsguard only
@@ -73,7 +78,7 @@ func NewDaemonSetHandler(scheme *runtime.Scheme, source *clusterview.PolicySourc
 		ownNamespace: ownNamespace,
 		nodes:        func() *coverage.NodeSnapshot { return nil },
 		nodesStale:   func() time.Duration { return 0 },
-		now:          time.Now,
+		Now:          time.Now,
 		heavy:        newHeavyLane(heavyLaneWidth()),
 	}
 	if nodes != nil {
@@ -217,7 +222,8 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	// would be an annotation that later updates leave unchanged, which the
 	// group gate trusts. The fail-open namespaces only warn, as for every
 	// other deny (Evaluate voids the annotation for this request there).
-	if refusal := active.Policy.RefuseAnnotationChanges(ds, previous, requester); refusal != nil && !h.failsOpen(req.Namespace) {
+	refusal := active.Policy.RefuseAnnotationChanges(ds, previous, requester)
+	if refusal != nil && !h.failsOpen(req.Namespace) {
 		log.Info("refused an exemption annotation", "user", req.UserInfo.Username, "annotations", refusal.Keys)
 		return admission.Denied(refusal.Message())
 	}
@@ -228,7 +234,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 		nodes = nil
 	}
 	env := policy.Env{
-		Policy: active.Policy, Now: h.now(), Nodes: nodes, Context: ctx,
+		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Context: ctx,
 		Requester: &requester, PreviousAnnotations: previous,
 		HideNodeNames: !Authenticated(ctx),
 	}
@@ -285,6 +291,12 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	resp := buildResponse(ds, findings)
 	if stale > 0 {
 		resp.Warnings = append([]string{staleWarning(stale)}, resp.Warnings...)
+	}
+	if refusal != nil {
+		// A fail-open namespace: the annotation is stored, void for this
+		// request, and the writer is told, whatever enforcement says (the
+		// finding that voids it follows enforcement; the gate does not).
+		resp.Warnings = append([]string{oneLine(refusal.Warning(req.Namespace))}, resp.Warnings...)
 	}
 	if cause := h.source.Degraded(); cause != nil {
 		// Whoever applies a DaemonSet learns that the policy in force is

@@ -265,6 +265,14 @@ func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 		{name: "a fail-open namespace only warns, and the exemption is void for the request", op: admissionv1.Create,
 			obj: compliantDS(noTolerations, inNamespace("kube-system"), exempt("control-plane-toleration", grant)), allowed: true,
 			says: "alice may not grant it: only members of platform-team may"},
+		{name: "a fail-open namespace warns of the gate", op: admissionv1.Update,
+			obj: compliantDS(inNamespace("kube-system"), exempt("control-plane-toleration", grant)), old: compliantDS(), allowed: true,
+			says: "dsguard would refuse the change to annotation exempt.dsguard.io/control-plane-toleration: alice is not in " +
+				"exemptions.allowedGroups (platform-team); admitted: namespace kube-system fails open"},
+		{name: "a fail-open namespace warns of the gate under namespaceEnforcement: audit too",
+			policy: "namespaceEnforcement: [{namespaces: [\"*\"], enforcement: audit}]\n", op: admissionv1.Update,
+			obj: compliantDS(inNamespace("kube-system"), exempt("control-plane-toleration", grant)), old: compliantDS(), allowed: true,
+			says: "dsguard would refuse the change to annotation exempt.dsguard.io/control-plane-toleration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -119,7 +119,7 @@ func newTestHandler(t testing.TB, policyYAML string) (*DaemonSetHandler, *cluste
 		t.Fatal(err)
 	}
 	h := NewDaemonSetHandler(scheme, src, m, ownNamespace, nil)
-	h.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	h.Now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
 	return h, src, m
 }
 

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -313,6 +314,12 @@ func WriteRootfs(dir string, files []File) error {
 		if err := os.Chmod(p, f.Mode&(fs.ModePerm|fs.ModeSticky)); err != nil {
 			return err
 		}
+	}
+	// Children first: writing an entry into a directory sets the
+	// directory's time to now, which a COPY of the tree would carry into
+	// the image.
+	for _, f := range slices.Backward(files) {
+		p := filepath.Join(dir, filepath.FromSlash(f.Name))
 		if err := os.Chtimes(p, epoch, epoch); err != nil {
 			return err
 		}

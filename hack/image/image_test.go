@@ -42,35 +42,6 @@ func buildImage(t *testing.T, spec Spec) (v1.Image, []File) {
 	return img, files
 }
 
-func TestImage_SameInputsSameDigestAndArchive(t *testing.T) {
-	spec := testSpec(t)
-	var digests []string
-	var archives [][]byte
-	for range 2 {
-		img, _ := buildImage(t, spec)
-		d, err := img.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		digests = append(digests, d.String())
-		out := filepath.Join(t.TempDir(), "image.tar")
-		if err := WriteArchive(out, img, spec.Name); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		archives = append(archives, b)
-	}
-	if digests[0] != digests[1] {
-		t.Errorf("two builds of the same inputs: digests %s and %s", digests[0], digests[1])
-	}
-	if !bytes.Equal(archives[0], archives[1]) {
-		t.Error("two builds of the same inputs wrote different archives")
-	}
-}
-
 func TestImage_ConfigRunsNonRootWithoutShell(t *testing.T) {
 	spec := testSpec(t)
 	img, files := buildImage(t, spec)
