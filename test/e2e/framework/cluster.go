@@ -37,6 +37,8 @@ type Cluster struct {
 	// presents to webhooks; the cluster's dsguard verifies it
 	// (--client-ca-file), and so may the extra ones a test starts.
 	ClientCAFile string
+	// failOpen is Options.FailOpenNamespaces.
+	failOpen []string
 
 	env        *envtest.Environment
 	kcm        *ControllerManager
@@ -57,6 +59,10 @@ type Options struct {
 	Nodes []Node
 	// DsguardArgs are appended to `dsguard serve`'s command line.
 	DsguardArgs []string
+	// FailOpenNamespaces, when set, replaces the default fail-open list
+	// (kube-system) in dsguard's flags and in the chart's webhook entries,
+	// as an operator lists the namespaces of their CNI.
+	FailOpenNamespaces []string
 	// ControllerManager starts kube-controller-manager with the DaemonSet
 	// and garbage-collector controllers, so DaemonSets get Pods and status.
 	ControllerManager bool
@@ -160,7 +166,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// envtest generated a CA and a serving certificate for localhost.
 	wio := &c.env.WebhookInstallOptions
 	port := strconv.Itoa(wio.LocalServingPort)
-	args := append([]string{"--client-ca-file", c.ClientCAFile}, opts.DsguardArgs...)
+	c.failOpen = opts.FailOpenNamespaces
+	args := []string{"--client-ca-file", c.ClientCAFile}
+	if len(c.failOpen) > 0 {
+		args = append(args, "--fail-open-namespaces="+strings.Join(c.failOpen, ","))
+	}
+	args = append(args, opts.DsguardArgs...)
 	if opts.SelfManagedCerts {
 		// dsguard makes its own CA and fills in the caBundle of the
 		// configuration, which must exist first. Its certificates carry
@@ -298,10 +309,14 @@ func (c *Cluster) Helm(ctx context.Context, args ...string) Result {
 // InstallFromChart renders the chart's ValidatingWebhookConfiguration and
 // policy ConfigMap, pointed at the local dsguard, and applies them with kubectl.
 func (c *Cluster) InstallFromChart(ctx context.Context, caBundle string) error {
-	r := c.Helm(ctx, "template", "dsguard", "charts/dsguard", "--namespace", Namespace,
-		"--set", "webhook.url="+c.WebhookURL, "--set", "webhook.caBundle="+caBundle,
+	args := []string{"template", "dsguard", "charts/dsguard", "--namespace", Namespace,
+		"--set", "webhook.url=" + c.WebhookURL, "--set", "webhook.caBundle=" + caBundle,
 		"--show-only", "templates/validatingwebhookconfiguration.yaml",
-		"--show-only", "templates/policy-configmap.yaml")
+		"--show-only", "templates/policy-configmap.yaml"}
+	if len(c.failOpen) > 0 {
+		args = append(args, "--set", "webhook.failOpenNamespaces={"+strings.Join(c.failOpen, ",")+"}")
+	}
+	r := c.Helm(ctx, args...)
 	if r.Err != nil {
 		return r.Error()
 	}

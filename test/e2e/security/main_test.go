@@ -22,7 +22,8 @@ var (
 	metricsURL string
 )
 
-// infraNamespaces are created for the fail-open scenarios.
+// infraNamespaces are created for the fail-open scenarios, and listed as
+// failing open (as an operator lists their CNI's namespaces).
 var infraNamespaces = []string{"calico-system", "kube-flannel"}
 
 func TestMain(m *testing.M) {
@@ -32,7 +33,8 @@ func TestMain(m *testing.M) {
 	}
 	metricsURL = "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	os.Exit(framework.RunSuite(m, "security e2e", framework.Options{Nodes: framework.SmallCluster,
-		DsguardArgs: []string{"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(port), "--metrics-secure=false"}},
+		FailOpenNamespaces: append([]string{"kube-system"}, infraNamespaces...),
+		DsguardArgs:        []string{"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(port), "--metrics-secure=false"}},
 		func(ctx context.Context, s *framework.Suite) error {
 			cluster, kube = s.Cluster, s.Kube
 			for _, ns := range append([]string{"team-a", "team-b", "platform"}, infraNamespaces...) {
