@@ -1,7 +1,10 @@
+//go:build unix
+
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"flag"
 	"fmt"
@@ -12,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,7 +70,19 @@ func (s surroundings) command(t *testing.T, name string, args ...string) *exec.C
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("sh", append([]string{"-c", `umask "$0" && exec "$@"`, s.umask, name}, args...)...)
+	// A build left running would write into the test's directories after
+	// their removal: the whole process group (make, go, the linker) is
+	// killed when the test ends, and before its deadline.
+	ctx := t.Context()
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-10*time.Second))
+		t.Cleanup(cancel)
+	}
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `umask "$0" && exec "$@"`, s.umask, name}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = s.dir
 	cmd.Env = append(buildEnv(), "TMPDIR="+s.tmp, "TZ="+s.tz, "LC_ALL="+s.locale, "SOURCE_DATE_EPOCH=1700000000")
 	return cmd
