@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -149,20 +147,7 @@ func deleteNodes(t *testing.T, nodes []framework.Node) {
 // uncoveredNodes reads the auditor's dsguard_daemonset_uncovered_nodes of a
 // DaemonSet in namespace monitoring for one reason.
 func uncoveredNodes(t *testing.T, name, reason string) (float64, error) {
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return framework.SumMetric(body, "dsguard_daemonset_uncovered_nodes",
+	return framework.ScrapeMetric(t.Context(), metricsURL, "dsguard_daemonset_uncovered_nodes",
 		`namespace="monitoring"`, `daemonset="`+name+`"`, `reason="`+reason+`"`)
 }
 

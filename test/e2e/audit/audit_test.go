@@ -26,17 +26,24 @@ func wantOutput(t *testing.T, out string, fragments ...string) {
 // Misscheduled lifts the taint it puts on worker-3, so that they pass in any
 // order and alone.
 
-func TestAudit_Healthy(t *testing.T) {
-	create(t, daemonSet("steady", tolerateAll))
-	// One Pod starts unready, so the auditor sees the DaemonSet reach
-	// Healthy (and says so) rather than find it healthy already.
-	runPods(t, "steady", 4, "worker-1")
-	waitEvent(t, "steady", "CoverageGap", "nodes without a ready Pod")
-	for _, p := range podsOf(t, "steady") {
+// createThroughAGap creates a DaemonSet that tolerates everything, with 4
+// Pods of which the one on worker-1 starts unready: the auditor reports the
+// gap, then the Pod becomes ready. So the auditor sees the DaemonSet reach
+// Healthy (and says so) rather than find it healthy already.
+func createThroughAGap(t *testing.T, name string) {
+	t.Helper()
+	create(t, daemonSet(name, tolerateAll))
+	runPods(t, name, 4, "worker-1")
+	waitEvent(t, name, "CoverageGap", "nodes without a ready Pod")
+	for _, p := range podsOf(t, name) {
 		if targetNode(&p) == "worker-1" {
 			setPodStatus(t, p.Name, true)
 		}
 	}
+}
+
+func TestAudit_Healthy(t *testing.T) {
+	createThroughAGap(t, "steady")
 	waitStatus(t, "steady", func(ds *appsv1.DaemonSet) bool { return ds.Status.NumberReady == 4 && ds.Status.NumberAvailable == 4 })
 	r := audit(t, "-n", "audit", "steady", "--exit-code")
 	if r.ExitCode != 0 {
@@ -82,14 +89,7 @@ func TestAudit_RollingOut(t *testing.T) {
 	// A rollout is a change of state the auditor reports only for a
 	// DaemonSet it has judged before: it sees this one healthy first (a
 	// gap on worker-1, then restored, as in TestAudit_Healthy).
-	create(t, daemonSet("rolling", tolerateAll))
-	runPods(t, "rolling", 4, "worker-1")
-	waitEvent(t, "rolling", "CoverageGap", "nodes without a ready Pod")
-	for _, p := range podsOf(t, "rolling") {
-		if targetNode(&p) == "worker-1" {
-			setPodStatus(t, p.Name, true)
-		}
-	}
+	createThroughAGap(t, "rolling")
 	waitEvent(t, "rolling", "CoverageRestored", "4 of 4 nodes covered")
 
 	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","image":"example/agent:v2"}]}}}}`)

@@ -3,7 +3,10 @@ package framework
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -42,4 +45,23 @@ func SumMetric(exposition []byte, name string, labels ...string) (float64, error
 		return 0, fmt.Errorf("metric %s%v not served", name, labels)
 	}
 	return sum, nil
+}
+
+// ScrapeMetric fetches url (a plain-HTTP /metrics) and returns SumMetric of
+// its answer.
+func ScrapeMetric(ctx context.Context, url, name string, labels ...string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return SumMetric(body, name, labels...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -239,16 +238,7 @@ func (r *Replica) Ready() bool {
 // Metric returns the sum of the samples of the metric name whose labels
 // contain every string of labels, from the replica's /metrics (SumMetric).
 func (r *Replica) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", r.metricsPort))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return SumMetric(body, name, labels...)
+	return ScrapeMetric(context.Background(), fmt.Sprintf("http://127.0.0.1:%d/metrics", r.metricsPort), name, labels...)
 }
 
 // kubeconfigVia writes a copy of the admin kubeconfig whose server is the proxy.

@@ -3,6 +3,7 @@ package framework
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +60,19 @@ func ExampleDaemonSet(t testing.TB, root, name string) *appsv1.DaemonSet {
 		t.Fatalf("examples/%s: %v", name, err)
 	}
 	return &ds
+}
+
+// ExpectAdmission fails the test unless r, a kubectl write, was admitted (or
+// refused) as wanted and its output (warnings, refusal) says every string
+// of says.
+func ExpectAdmission(t testing.TB, what string, r Result, admitted bool, says ...string) {
+	t.Helper()
+	if (r.ExitCode == 0) != admitted {
+		t.Fatalf("%s: admitted = %v, want %v:\n%s", what, r.ExitCode == 0, admitted, r.Stderr)
+	}
+	for _, s := range says {
+		if !strings.Contains(r.Stderr, s) {
+			t.Errorf("%s: kubectl's output lacks %q:\n%s", what, s, r.Stderr)
+		}
+	}
 }

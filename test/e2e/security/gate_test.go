@@ -111,17 +111,6 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 			"only members of platform-team may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and " + user + " is not one",
 			"fix: ask a member of platform-team to apply it"}
 	}
-	expect := func(t *testing.T, what string, r framework.Result, admitted bool, says ...string) {
-		t.Helper()
-		if (r.ExitCode == 0) != admitted {
-			t.Fatalf("%s: admitted = %v, want %v:\n%s", what, r.ExitCode == 0, admitted, r.Stderr)
-		}
-		for _, s := range says {
-			if !strings.Contains(r.Stderr, s) {
-				t.Errorf("%s: kubectl's output lacks %q:\n%s", what, s, r.Stderr)
-			}
-		}
-	}
 	create := func(t *testing.T, name, ns string, annotations map[string]string) {
 		t.Helper()
 		ds := compliant(t, name, ns)
@@ -152,36 +141,36 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 
 	t.Run("step 1 by a tenant is refused, so step 2 is denied", func(t *testing.T) {
 		create(t, "two-step-tenant", "team-b", nil)
-		expect(t, "mallory adds the exemption (dry run)",
+		framework.ExpectAdmission(t, "mallory adds the exemption (dry run)",
 			as(t, mallory, "", "annotate", "daemonset", "-n", "team-b", "two-step-tenant", grant, "--dry-run=server"), false, refusedFor(cpt, "mallory")...)
-		expect(t, "mallory adds the exemption",
+		framework.ExpectAdmission(t, "mallory adds the exemption",
 			as(t, mallory, "", "annotate", "daemonset", "-n", "team-b", "two-step-tenant", grant), false, refusedFor(cpt, "mallory")...)
-		expect(t, "mallory drops the tolerations",
+		framework.ExpectAdmission(t, "mallory drops the tolerations",
 			as(t, mallory, "", append(dropTolerations, "-n", "team-b", "two-step-tenant")...), false, "[control-plane-toleration]")
 	})
 
 	t.Run("step 1 by platform-team, step 2 by a tenant is exempted", func(t *testing.T) {
 		create(t, "two-step-granted", "team-b", nil)
-		expect(t, "pat adds the exemption", as(t, pat, "", "annotate", "daemonset", "-n", "team-b", "two-step-granted", grant), true)
-		expect(t, "mallory drops the tolerations, leaving the exemption",
+		framework.ExpectAdmission(t, "pat adds the exemption", as(t, pat, "", "annotate", "daemonset", "-n", "team-b", "two-step-granted", grant), true)
+		framework.ExpectAdmission(t, "mallory drops the tolerations, leaving the exemption",
 			as(t, mallory, "", append(dropTolerations, "-n", "team-b", "two-step-granted")...), true)
-		expect(t, "mallory renews it", as(t, mallory, "", "annotate", "--overwrite", "daemonset", "-n", "team-b", "two-step-granted", renewal),
+		framework.ExpectAdmission(t, "mallory renews it", as(t, mallory, "", "annotate", "--overwrite", "daemonset", "-n", "team-b", "two-step-granted", renewal),
 			false, refusedFor(cpt, "mallory")...)
-		expect(t, "pat renews it", as(t, pat, "", "annotate", "--overwrite", "daemonset", "-n", "team-b", "two-step-granted", renewal), true)
-		expect(t, "mallory removes it (allowed; the deny it lifted stays for the next spec change)",
+		framework.ExpectAdmission(t, "pat renews it", as(t, pat, "", "annotate", "--overwrite", "daemonset", "-n", "team-b", "two-step-granted", renewal), true)
+		framework.ExpectAdmission(t, "mallory removes it (allowed; the deny it lifted stays for the next spec change)",
 			as(t, mallory, "", "annotate", "daemonset", "-n", "team-b", "two-step-granted", cpt+"-"), true)
 	})
 
 	t.Run("intended coverage: the same gate", func(t *testing.T) {
 		const key = "coverage.dsguard.io/intended"
 		create(t, "intended-tenant", "team-b", nil)
-		expect(t, "mallory adds intended coverage",
+		framework.ExpectAdmission(t, "mallory adds intended coverage",
 			as(t, mallory, "", "annotate", "daemonset", "-n", "team-b", "intended-tenant", key+"=GPU nodes only"), false, refusedFor(key, "mallory")...)
-		expect(t, "pat adds intended coverage",
+		framework.ExpectAdmission(t, "pat adds intended coverage",
 			as(t, pat, "", "annotate", "daemonset", "-n", "team-b", "intended-tenant", key+"=GPU nodes only"), true)
-		expect(t, "mallory changes the spec, leaving it",
+		framework.ExpectAdmission(t, "mallory changes the spec, leaving it",
 			as(t, mallory, "", "set", "image", "daemonset/intended-tenant", "-n", "team-b", "node-exporter=quay.io/prometheus/node-exporter:v1.9.0"), true)
-		expect(t, "mallory changes it",
+		framework.ExpectAdmission(t, "mallory changes it",
 			as(t, mallory, "", "annotate", "--overwrite", "daemonset", "-n", "team-b", "intended-tenant", key+"=every node"), false, refusedFor(key, "mallory")...)
 	})
 
@@ -189,9 +178,9 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 		ds := compliant(t, "created-exempt", "team-b")
 		ds.Labels["gate-test"] = "true"
 		ds.Annotations = map[string]string{cpt: "migration OPS-1; expires=" + expires}
-		expect(t, "mallory creates it (dry run)", as(t, mallory, toYAML(t, ds), "create", "--dry-run=server", "-f", "-"), false, refusedFor(cpt, "mallory")...)
-		expect(t, "mallory creates it", as(t, mallory, toYAML(t, ds), "create", "-f", "-"), false, refusedFor(cpt, "mallory")...)
-		expect(t, "pat creates it", as(t, pat, toYAML(t, ds), "create", "-f", "-"), true)
+		framework.ExpectAdmission(t, "mallory creates it (dry run)", as(t, mallory, toYAML(t, ds), "create", "--dry-run=server", "-f", "-"), false, refusedFor(cpt, "mallory")...)
+		framework.ExpectAdmission(t, "mallory creates it", as(t, mallory, toYAML(t, ds), "create", "-f", "-"), false, refusedFor(cpt, "mallory")...)
+		framework.ExpectAdmission(t, "pat creates it", as(t, pat, toYAML(t, ds), "create", "-f", "-"), true)
 	})
 
 	t.Run("the audit lists only the annotations that take effect", func(t *testing.T) {
@@ -202,7 +191,7 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 		voided.Labels["gate-test"] = "true"
 		voided.Annotations = map[string]string{"coverage.dsguard.io/intended": "not on the control plane"}
 		voided.Spec.Template.Spec.Tolerations = nil
-		expect(t, "pat creates it in team-a", as(t, pat, toYAML(t, voided), "create", "-f", "-"), true,
+		framework.ExpectAdmission(t, "pat creates it in team-a", as(t, pat, toYAML(t, voided), "create", "-f", "-"), true,
 			"intended-coverage annotation is void: the policy allows exemptions only in namespaces team-b")
 		create(t, "intended-granted", "team-b", map[string]string{"coverage.dsguard.io/intended": "every node; declared for the audit"})
 

@@ -1,14 +1,10 @@
 package vap
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
@@ -115,35 +111,8 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 
 	// dsguard in vap mode, as the chart runs it (mode=vap), with the
 	// default fail-open namespaces.
-	dir := t.TempDir()
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	webhookPort, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	healthPort, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cluster.StartDsguard(dir, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
-		"--mode", "vap", "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort), "--metrics-bind-address", "0",
-		"--leader-elect=false", "--shutdown-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startDsguard(t, "vap")
 	defer p.Stop()
-	if err := p.WaitReady(ctx, healthPort, 60*time.Second); err != nil {
-		t.Fatalf("%v; dsguard log:\n%s", err, p.Log())
-	}
 	// The gate's warn policy is awaited where kube-system is judged.
 	for _, name := range []string{"dsguard-exemption-gate-deny", "dsguard-control-plane-toleration-deny"} {
 		framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
@@ -160,17 +129,6 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 			"dsguard refuses the change to annotation " + key,
 			"only members of platform-team may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and mallory is not one",
 			"fix: ask a member of platform-team to apply it"}
-	}
-	expect := func(t *testing.T, what string, r framework.Result, admitted bool, says ...string) {
-		t.Helper()
-		if (r.ExitCode == 0) != admitted {
-			t.Fatalf("%s: admitted = %v, want %v:\n%s", what, r.ExitCode == 0, admitted, r.Stderr)
-		}
-		for _, s := range says {
-			if !strings.Contains(r.Stderr, s) {
-				t.Errorf("%s: kubectl's output lacks %q:\n%s", what, s, r.Stderr)
-			}
-		}
 	}
 	manifest := func(t *testing.T, name, ns string, annotations map[string]string) string {
 		t.Helper()
@@ -206,45 +164,45 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 
 	t.Run("step 1 by a tenant is refused, so step 2 is denied", func(t *testing.T) {
 		create(t, "two-step-tenant", gateNamespace, nil)
-		expect(t, "mallory adds the exemption (dry run)",
+		framework.ExpectAdmission(t, "mallory adds the exemption (dry run)",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "two-step-tenant", grant, "--dry-run=server"), false, refusedFor(cpt)...)
-		expect(t, "mallory adds the exemption",
+		framework.ExpectAdmission(t, "mallory adds the exemption",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "two-step-tenant", grant), false, refusedFor(cpt)...)
-		expect(t, "mallory drops the tolerations",
+		framework.ExpectAdmission(t, "mallory drops the tolerations",
 			as(t, gateTenant, "", append(dropTolerations, "-n", gateNamespace, "two-step-tenant")...), false,
 			"dsguard-control-plane-toleration-deny", "[control-plane-toleration]")
 	})
 
 	t.Run("step 1 by platform-team, step 2 by a tenant is exempted", func(t *testing.T) {
 		create(t, "two-step-granted", gateNamespace, nil)
-		expect(t, "pat adds the exemption", as(t, gateMember, "", "annotate", "daemonset", "-n", gateNamespace, "two-step-granted", grant), true)
-		expect(t, "mallory drops the tolerations, leaving the exemption",
+		framework.ExpectAdmission(t, "pat adds the exemption", as(t, gateMember, "", "annotate", "daemonset", "-n", gateNamespace, "two-step-granted", grant), true)
+		framework.ExpectAdmission(t, "mallory drops the tolerations, leaving the exemption",
 			as(t, gateTenant, "", append(dropTolerations, "-n", gateNamespace, "two-step-granted")...), true)
-		expect(t, "mallory renews it", as(t, gateTenant, "", "annotate", "--overwrite", "daemonset", "-n", gateNamespace, "two-step-granted", renewal),
+		framework.ExpectAdmission(t, "mallory renews it", as(t, gateTenant, "", "annotate", "--overwrite", "daemonset", "-n", gateNamespace, "two-step-granted", renewal),
 			false, refusedFor(cpt)...)
-		expect(t, "pat renews it", as(t, gateMember, "", "annotate", "--overwrite", "daemonset", "-n", gateNamespace, "two-step-granted", renewal), true)
-		expect(t, "mallory removes it (allowed; the deny it lifted stays for the next spec change)",
+		framework.ExpectAdmission(t, "pat renews it", as(t, gateMember, "", "annotate", "--overwrite", "daemonset", "-n", gateNamespace, "two-step-granted", renewal), true)
+		framework.ExpectAdmission(t, "mallory removes it (allowed; the deny it lifted stays for the next spec change)",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "two-step-granted", cpt+"-"), true)
 	})
 
 	t.Run("intended coverage: the same gate", func(t *testing.T) {
 		const key = "coverage.dsguard.io/intended"
 		create(t, "intended-tenant", gateNamespace, nil)
-		expect(t, "mallory adds intended coverage",
+		framework.ExpectAdmission(t, "mallory adds intended coverage",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "intended-tenant", key+"=GPU nodes only"), false, refusedFor(key)...)
-		expect(t, "pat adds intended coverage",
+		framework.ExpectAdmission(t, "pat adds intended coverage",
 			as(t, gateMember, "", "annotate", "daemonset", "-n", gateNamespace, "intended-tenant", key+"=GPU nodes only"), true)
-		expect(t, "mallory changes the spec, leaving it",
+		framework.ExpectAdmission(t, "mallory changes the spec, leaving it",
 			as(t, gateTenant, "", "set", "image", "daemonset/intended-tenant", "-n", gateNamespace, "node-exporter=quay.io/prometheus/node-exporter:v1.9.0"), true)
-		expect(t, "mallory changes it",
+		framework.ExpectAdmission(t, "mallory changes it",
 			as(t, gateTenant, "", "annotate", "--overwrite", "daemonset", "-n", gateNamespace, "intended-tenant", key+"=every node"), false, refusedFor(key)...)
 	})
 
 	t.Run("a CREATE that carries an exemption by a tenant is refused", func(t *testing.T) {
 		ds := manifest(t, "created-exempt", gateNamespace, map[string]string{cpt: "migration OPS-1; expires=" + expires})
-		expect(t, "mallory creates it (dry run)", as(t, gateTenant, ds, "create", "--dry-run=server", "-f", "-"), false, refusedFor(cpt)...)
-		expect(t, "mallory creates it", as(t, gateTenant, ds, "create", "-f", "-"), false, refusedFor(cpt)...)
-		expect(t, "pat creates it", as(t, gateMember, ds, "create", "-f", "-"), true)
+		framework.ExpectAdmission(t, "mallory creates it (dry run)", as(t, gateTenant, ds, "create", "--dry-run=server", "-f", "-"), false, refusedFor(cpt)...)
+		framework.ExpectAdmission(t, "mallory creates it", as(t, gateTenant, ds, "create", "-f", "-"), false, refusedFor(cpt)...)
+		framework.ExpectAdmission(t, "pat creates it", as(t, gateMember, ds, "create", "-f", "-"), true)
 	})
 
 	t.Run("in a fail-open namespace the gate only warns", func(t *testing.T) {
@@ -254,7 +212,7 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 			r = cluster.Kubectl(ctx, "", append(gateTenant, "annotate", "daemonset", "-n", "kube-system", "gate-fail-open", grant, "--dry-run=server")...)
 			return strings.Contains(r.Stderr, "dsguard-exemption-gate-warn")
 		}, func() string { return "the gate does not warn in kube-system: " + r.Stderr })
-		expect(t, "mallory adds the exemption in kube-system",
+		framework.ExpectAdmission(t, "mallory adds the exemption in kube-system",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", "kube-system", "gate-fail-open", grant), true,
 			"Warning: Validation failed for ValidatingAdmissionPolicy 'dsguard-exemption-gate-warn'",
 			"dsguard would refuse the change to annotation "+cpt, "and mallory is not one; admitted: namespace kube-system fails open")
@@ -274,7 +232,7 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 		}, func() string {
 			return "control-plane-toleration does not only warn under enforcement: warn: " + r.Stderr + "\ndsguard log:\n" + p.Log()
 		})
-		expect(t, "mallory adds the exemption",
+		framework.ExpectAdmission(t, "mallory adds the exemption",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "staged", grant), false, refusedFor(cpt)...)
 	})
 }

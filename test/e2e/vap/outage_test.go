@@ -1,14 +1,10 @@
 package vap
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/util/cert"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -38,28 +34,8 @@ func TestVAPAndWebhookMode_StaticRulesHoldWhileDsguardIsDown(t *testing.T) {
 	}()
 
 	// A dsguard in vap+webhook mode beside the suite's own.
-	dir := t.TempDir()
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	webhookPort, healthPort := freePort(t), freePort(t)
-	p, err := cluster.StartDsguard(dir, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
-		"--mode", "vap+webhook", "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort), "--metrics-bind-address", "0",
-		"--leader-elect=false", "--shutdown-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startDsguard(t, "vap+webhook")
 	defer p.Stop()
-	if err := p.WaitReady(ctx, healthPort, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	waitForPolicy := func(name string, present bool) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)

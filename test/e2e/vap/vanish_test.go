@@ -1,14 +1,9 @@
 package vap
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/util/cert"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -24,44 +19,12 @@ func TestVAPMode_APolicyThatCannotVanish(t *testing.T) {
 		deleteGeneratedPolicies(t)
 		setWebhookPolicy(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  privileged: {action: warn}\n")
 	}()
-	dir := t.TempDir()
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := func() *framework.Process {
-		t.Helper()
-		healthPort := freePort(t)
-		p, err := cluster.StartDsguard(dir, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
-			"--mode", "vap", "--host", "127.0.0.1", "--port", strconv.Itoa(freePort(t)), "--cert-dir", dir,
-			"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort), "--metrics-bind-address", "0",
-			"--leader-elect=false", "--shutdown-timeout", "5s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.WaitReady(ctx, healthPort, 60*time.Second); err != nil {
-			p.Stop()
-			t.Fatal(err)
-		}
-		return p
-	}
 	present := func(name string) bool {
 		return cluster.Kubectl(ctx, "", "get", "validatingadmissionpolicy", name, "-o", "name").Err == nil
 	}
 	waitFor := func(p *framework.Process, what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 30s: %s; dsguard log:\n%s", what, p.Log())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		framework.Eventually(t, 30*time.Second, 200*time.Millisecond, cond, func() string { return what + "; dsguard log:\n" + p.Log() })
 	}
 	// keepsLastGood waits until p says it renders the last good policy,
 	// then checks, for a few seconds of syncs, that the strict tier stays.
@@ -78,7 +41,7 @@ func TestVAPMode_APolicyThatCannotVanish(t *testing.T) {
 	}
 
 	setWebhookPolicy(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  privileged: {action: deny}\n")
-	p := start()
+	p := startDsguard(t, "vap")
 	// Under the defaults privileged only warns: no deny tier is generated.
 	waitFor(p, "the strict policy is generated", func() bool { return present("dsguard-privileged-deny") })
 
@@ -88,7 +51,7 @@ func TestVAPMode_APolicyThatCannotVanish(t *testing.T) {
 	keepsLastGood(p, "ConfigMap deleted")
 
 	p.Stop()
-	p = start()
+	p = startDsguard(t, "vap")
 	defer func() { p.Stop() }()
 	keepsLastGood(p, "ConfigMap deleted, replica restarted")
 
@@ -102,6 +65,6 @@ func TestVAPMode_APolicyThatCannotVanish(t *testing.T) {
 		t.Fatal(r.Error())
 	}
 	p.Stop()
-	p = start()
+	p = startDsguard(t, "vap")
 	keepsLastGood(p, "ConfigMap invalid, replica restarted")
 }
