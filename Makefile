@@ -93,6 +93,17 @@ E2E_SHUFFLE ?= on
 e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl, tests in a shuffled order (E2E_SHUFFLE=<seed> replays one)
 	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) ./test/e2e/... 2>&1 | hack/e2e-summary.sh
 
+# The long differential: 10,000 coverage scenarios against the real
+# DaemonSet controller, each followed by two rounds of node changes (taints
+# added and lifted, labels changed, nodes added and removed). Not part of
+# `make test`; docs/performance.md records a run. DSGUARD_DIFF_SEED replays one.
+LONG_SCENARIOS ?= 10000
+LONG_NODE_ROUNDS ?= 2
+
+.PHONY: e2e-long
+e2e-long: tools ## The long coverage differential: LONG_SCENARIOS (10,000) scenarios with LONG_NODE_ROUNDS (2) node-change rounds each, against the real DaemonSet controller
+	DSGUARD_DIFF_SCENARIOS=$(LONG_SCENARIOS) DSGUARD_DIFF_NODE_ROUNDS=$(LONG_NODE_ROUNDS) hack/run-isolated.sh $(GO) test -count=1 -timeout 180m -v -run '^TestCoverageMatchesDaemonSetController$$' ./test/e2e/coverage/ 2>&1 | hack/e2e-summary.sh
+
 .PHONY: e2e-node
 e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here
 	hack/tools.sh --node

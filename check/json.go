@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -40,6 +41,9 @@ type jsonResult struct {
 	Findings  []jsonFinding `json:"findings"`
 	// Placement is present when the node set is known (--nodes, audit).
 	Placement *coverage.Placement `json:"placement,omitempty"`
+	// Fit is present when --nodes holds the cluster's Pods: the outcome
+	// on each node the placement covers.
+	Fit *fit.Report `json:"fit,omitempty"`
 }
 
 // jsonFinding is a finding with where its field is written.
@@ -89,6 +93,7 @@ func (j *jsonWriter) Result(res *Result) error {
 	return j.out.element(j.skeleton(), jsonResult{
 		File: res.Location.File, Document: res.Location.Document, Item: res.Location.Item, Line: res.Location.Line,
 		Namespace: res.Namespace, Name: res.Name, Verdict: res.Verdict(), Findings: findings, Placement: res.Placement,
+		Fit: res.Fit,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 )
 
 // placementNames is how many node names a line shows before "and N more".
@@ -33,4 +34,32 @@ func nameList(names []string) string {
 		names = names[:placementNames]
 	}
 	return ": " + strings.Join(names, ", ") + more
+}
+
+// WriteFit prints what the scheduler will do on the covered nodes: how many
+// the Pod lands on, then each group of nodes by outcome and reason.
+func WriteFit(b *strings.Builder, r *fit.Report, indent string) {
+	if r.Error != "" {
+		fmt.Fprintf(b, "%sno Pod can be created: %s\n", indent, r.Error)
+		return
+	}
+	never := ""
+	if r.PreemptNever {
+		never = ", preemptionPolicy Never"
+	}
+	fmt.Fprintf(b, "%slands on %d of %d covered nodes (priority %d%s)", indent, r.Lands(), len(r.Outcomes), r.Priority, never)
+	if r.Unknown > 0 {
+		fmt.Fprintf(b, "; %d nodes without status.allocatable not weighed", r.Unknown)
+	}
+	b.WriteString("\n")
+	for _, s := range r.Summarize() {
+		switch s.Kind {
+		case fit.Fits:
+			continue
+		case fit.Preempts:
+			fmt.Fprintf(b, "%sfits on %d %s%s\n", indent, len(s.Nodes), s.Why, nameList(s.Nodes))
+		default:
+			fmt.Fprintf(b, "%s%s on %d: %s%s\n", indent, strings.ReplaceAll(string(s.Kind), "-", " "), len(s.Nodes), s.Why, nameList(s.Nodes))
+		}
+	}
 }

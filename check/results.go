@@ -2,6 +2,7 @@ package check
 
 import (
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -28,6 +29,9 @@ type Result struct {
 	Positions []manifest.Position
 	// Placement is the predicted placement; nil without a node set.
 	Placement *coverage.Placement
+	// Fit is what the scheduler will do with the Pods on the nodes the
+	// placement covers; nil unless --nodes holds the cluster's Pods.
+	Fit *fit.Report
 }
 
 // Verdict returns deny when any finding denies, warn when any warns, else pass.

@@ -27,6 +27,9 @@ type Input struct {
 	// Nodes are the objects Env.Nodes was built from, to say which selector
 	// term skips a node; may be nil.
 	Nodes []*corev1.Node
+	// FitNote says whether and from what resource fit was predicted
+	// (Env.Fit); it joins the report's notes.
+	FitNote string
 	// Namespace is assumed for DaemonSets that name none.
 	Namespace string
 	// FailOn is the weakest action that fails the check; deny when empty.
@@ -108,6 +111,9 @@ func Run(in Input) (*Results, error) {
 			"exemptions.allowedGroups decides at admission who may add or change them, and check does not know who will apply them",
 			countDaemonSets(gated, "carries", "carry")))
 	}
+	if in.FitNote != "" {
+		r.Notes = append(r.Notes, in.FitNote)
+	}
 	if in.Env.Nodes == nil && needsNodes() {
 		r.Notes = append(r.Notes, "node-dependent rules were skipped: pass --nodes (dsguard nodes > nodes.yaml) to judge coverage")
 	}
@@ -123,7 +129,8 @@ func judge(d manifest.DaemonSet, env policy.Env, namespace string, nodes map[str
 	// One prediction for the rules and the placement: Evaluate's copy of
 	// env carries it along.
 	cov := env.Coverage(ds)
-	res := Result{Location: d.Location, Namespace: ds.Namespace, Name: ds.Name, Findings: policy.Evaluate(ds, env)}
+	report := env.FitReport(ds)
+	res := Result{Fit: report, Location: d.Location, Namespace: ds.Namespace, Name: ds.Name, Findings: policy.Evaluate(ds, env)}
 	if len(res.Findings) > 0 {
 		res.Positions = make([]manifest.Position, len(res.Findings))
 		for i := range res.Findings {

@@ -44,6 +44,9 @@ func (t textWriter) Result(res *Result) error {
 	if t.wide && res.Placement != nil {
 		WritePlacement(&b, res.Placement, "  ")
 	}
+	if t.wide && res.Fit != nil {
+		WriteFit(&b, res.Fit, "  ")
+	}
 	_, err := io.WriteString(t.w, b.String())
 	return err
 }

@@ -24,7 +24,11 @@ func (reg *Registry) WriteCatalogueMarkdown(w io.Writer) error {
 		if !r.Exemptible {
 			b.WriteString(" Cannot be exempted.")
 		}
-		if r.NeedsNodes {
+		switch {
+		case r.NeedsFit:
+			b.WriteString(" Needs the nodes' allocatable and the Pods bound to them (`check --nodes` with a " +
+				"`kubectl get nodes,pods,priorityclasses,namespaces -A -o yaml` dump); not yet at admission or in the audit.")
+		case r.NeedsNodes:
 			b.WriteString(" Needs the node set (webhook, audit, `check --nodes`).")
 		}
 		fmt.Fprintf(&b, "\n\n%s\n\n**Fix:** %s\n", r.Why, r.Remediation)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 )
 
 // Env is everything a verdict depends on besides the DaemonSet itself.
@@ -35,6 +36,10 @@ type Env struct {
 	// HideNodeNames makes messages count nodes instead of naming them, for
 	// callers that have not authenticated.
 	HideNodeNames bool
+	// Fit is what the scheduler weighs on each node (allocatable, the Pods
+	// bound there, PriorityClasses), or nil when it is not known; rules
+	// that need it are skipped then.
+	Fit *fit.Cluster
 
 	// predicted caches the judgement of the last DaemonSet's placement and
 	// its prediction, shared by the rules that read them, with the
@@ -54,6 +59,8 @@ type predicted struct {
 	// coverage is nil until predicted, and stays nil for a placement too
 	// large to predict.
 	coverage *coverage.Coverage
+	// fit is nil until predicted on the covered nodes.
+	fit *fit.Report
 }
 
 // judged returns the cache for ds on env.Nodes, judging the placement's
@@ -83,6 +90,24 @@ func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
 		c.coverage = &cov
 	}
 	return c.coverage
+}
+
+// FitReport returns what the scheduler will do with ds's Pods on the nodes
+// its placement covers; nil when env.Fit or the coverage is not known. It
+// is kept in env like the coverage.
+func (env *Env) FitReport(ds *appsv1.DaemonSet) *fit.Report {
+	if env.Fit == nil {
+		return nil
+	}
+	cov := env.Coverage(ds)
+	if cov == nil {
+		return nil
+	}
+	c := env.judged(ds)
+	if c.fit == nil {
+		c.fit = env.Fit.PredictDaemonSet(ds, coverage.EligibleNodes(cov, env.Nodes))
+	}
+	return c.fit
 }
 
 // Evaluate runs every rule in scope against ds and returns the findings,
@@ -141,7 +166,8 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 // applies reports whether the rule runs for ds in namespace: it is not off,
 // has the nodes it needs, and ds is in its scope.
 func (rs *ruleSettings) applies(ds *appsv1.DaemonSet, namespace string, env *Env) bool {
-	return rs.action != ActionOff && (!rs.rule.NeedsNodes || env.Nodes != nil) && rs.scope.matches(namespace, ds.Labels)
+	return rs.action != ActionOff && (!rs.rule.NeedsNodes || env.Nodes != nil) && (!rs.rule.NeedsFit || env.Fit != nil) &&
+		rs.scope.matches(namespace, ds.Labels)
 }
 
 // ReportedTaints returns the taints whose skipped nodes the rules that apply

@@ -27,6 +27,9 @@ type Rule struct {
 	Params []ParamDoc
 	// NeedsNodes marks rules that only run when the node set is known.
 	NeedsNodes bool
+	// NeedsFit marks rules that also need what the scheduler weighs
+	// (Env.Fit): they run where the cluster's Pods are known.
+	NeedsFit bool
 	// Exemptible is false for rules that exemption annotations cannot silence.
 	Exemptible bool
 

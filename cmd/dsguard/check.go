@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -113,8 +115,10 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		if err != nil {
 			return err
 		}
-		in.Nodes = nodes.Nodes
-		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.Nodes)
+		in.Nodes = nodes.nodes
+		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.nodes)
+		in.Env.Fit = nodes.fit
+		in.FitNote = nodes.fitNote
 	}
 	w := format(cmd.OutOrStdout(), failOn)
 	if c, ok := w.(io.Closer); ok {
@@ -148,20 +152,63 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	return nil
 }
 
-// readNodes reads a node set file: dsguard nodes' output, or kubectl get
-// nodes -o yaml.
-func readNodes(file string, stdin io.Reader) (*manifest.Set, error) {
-	var nodes manifest.Set
-	if err := nodes.Load([]string{file}, stdin); err != nil {
+// nodeInput is what --nodes gave: the nodes, and what the scheduler weighs
+// when the file is a cluster dump with Pods.
+type nodeInput struct {
+	nodes   []*corev1.Node
+	fit     *fit.Cluster
+	fitNote string
+}
+
+// readNodes reads a node set file: dsguard nodes' output, kubectl get nodes
+// -o yaml, or a cluster dump (kubectl get nodes,pods,priorityclasses,
+// namespaces -A -o yaml), whose Pods are reduced to what the scheduler
+// weighs as they are read.
+func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
+	var in nodeInput
+	b := fit.NewBuilder()
+	var podErr error
+	pods := 0
+	rd := &manifest.Reader{
+		Stdin: stdin,
+		OnNode: func(n *corev1.Node) {
+			b.AddNode(n)
+			in.nodes = append(in.nodes, savedNode(n))
+		},
+		OnPod: func(p *corev1.Pod) {
+			pods++
+			if err := b.AddPod(p); err != nil && podErr == nil {
+				podErr = err
+			}
+		},
+		OnPriorityClass: b.AddPriorityClass,
+		OnNamespace:     b.AddNamespace,
+	}
+	if err := rd.Load([]string{file}); err != nil {
 		return nil, err
 	}
-	if len(nodes.Errors) > 0 {
-		return nil, nodes.Errors[0]
+	if len(rd.Errors) > 0 {
+		return nil, rd.Errors[0]
 	}
-	if len(nodes.Nodes) == 0 {
+	if podErr != nil {
+		return nil, fmt.Errorf("%s: %w", file, podErr)
+	}
+	if len(in.nodes) == 0 {
 		return nil, fmt.Errorf("%s holds no Node objects (want the output of dsguard nodes or kubectl get nodes -o yaml)", file)
 	}
-	return &nodes, nil
+	cluster := b.Build()
+	switch {
+	case pods == 0:
+		// Without the Pods, free room is unknown: predicting from empty
+		// nodes would say everything fits.
+	case !cluster.Known():
+		in.fitNote = fmt.Sprintf("%s holds Pods but no node's status.allocatable: resource fit was not predicted", file)
+	default:
+		in.fit = cluster
+		in.fitNote = fmt.Sprintf("resource fit predicted as kube-scheduler v1.37.2 filters and preempts, from %d Pods on the nodes of %s",
+			cluster.Pods(), file)
+	}
+	return &in, nil
 }
 
 // fixedCompletion completes a flag from a fixed list.

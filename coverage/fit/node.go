@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingcorev1 "k8s.io/component-helpers/scheduling/corev1"
 )
 
@@ -16,9 +17,9 @@ const DefaultBindAllHostIP = "0.0.0.0"
 // HostPort is one host port in use or wanted, normalised as the scheduler
 // keeps it: an empty host IP is 0.0.0.0, an empty protocol TCP.
 type HostPort struct {
-	HostIP   string
-	Protocol corev1.Protocol
-	Port     int32
+	HostIP   string          `json:"hostIP"`
+	Protocol corev1.Protocol `json:"protocol"`
+	Port     int32           `json:"port"`
 }
 
 func (p HostPort) String() string { return fmt.Sprintf("%s/%d on %s", p.Protocol, p.Port, p.HostIP) }
@@ -88,6 +89,9 @@ type Pod struct {
 	Labels map[string]string
 	// AntiAffinity are the Pod's required anti-affinity terms.
 	AntiAffinity []Term
+	// Owner is namespace/name of the DaemonSet that controls the Pod, if
+	// one does: its own old Pod makes way for a new one on an update.
+	Owner string
 }
 
 // PodOf builds the record of a Pod.
@@ -107,6 +111,9 @@ func PodOf(pod *corev1.Pod) (Pod, error) {
 	}
 	if pod.Status.StartTime != nil {
 		p.StartTime = pod.Status.StartTime.UnixNano()
+	}
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "DaemonSet" {
+		p.Owner = pod.Namespace + "/" + ref.Name
 	}
 	return p, nil
 }
@@ -194,37 +201,16 @@ func NodeOf(node *corev1.Node) *Node {
 // they are gone, Pods bound to a node not listed are dropped, and Pods not
 // bound but nominated for a node are kept as its nominated Pods.
 func Aggregate(nodes []corev1.Node, pods []corev1.Pod) (map[string]*Node, error) {
-	out := make(map[string]*Node, len(nodes))
+	b := NewBuilder()
 	for i := range nodes {
-		out[nodes[i].Name] = NodeOf(&nodes[i])
+		b.AddNode(&nodes[i])
 	}
 	for i := range pods {
-		pod := &pods[i]
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		name, nominated := pod.Spec.NodeName, false
-		if name == "" {
-			name, nominated = pod.Status.NominatedNodeName, true
-		}
-		n := out[name]
-		if n == nil {
-			continue
-		}
-		p, err := PodOf(pod)
-		if err != nil {
+		if err := b.AddPod(&pods[i]); err != nil {
 			return nil, err
 		}
-		if nominated {
-			n.Nominated = append(n.Nominated, p)
-		} else {
-			n.Pods = append(n.Pods, p)
-		}
 	}
-	for _, n := range out {
-		n.Sort()
-	}
-	return out, nil
+	return b.Build().nodes, nil
 }
 
 // Sort puts the node's Pods in the order Predict expects, most important

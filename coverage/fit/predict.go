@@ -45,10 +45,12 @@ const (
 
 // Shortfall is one resource the node lacks.
 type Shortfall struct {
-	Resource corev1.ResourceName
+	Resource corev1.ResourceName `json:"resource"`
 	// Requested by the Pod, Used by the Pods on the node, Allocatable on
 	// the node, in the scheduler's units (millicores, bytes, units).
-	Requested, Used, Allocatable int64
+	Requested   int64 `json:"requested"`
+	Used        int64 `json:"used"`
+	Allocatable int64 `json:"allocatable"`
 }
 
 // Free is what the node has left of the resource.
@@ -56,28 +58,28 @@ func (s Shortfall) Free() int64 { return s.Allocatable - s.Used }
 
 // Victim is a Pod the scheduler evicts to make room.
 type Victim struct {
-	Key      string
-	Priority int32
+	Key      string `json:"pod"`
+	Priority int32  `json:"priority"`
 }
 
 // Outcome is the prediction for the Pod on one node.
 type Outcome struct {
-	Kind Kind
+	Kind Kind `json:"kind"`
 	// Plugin is the filter that turns the node away as things are, and
 	// Reasons its reasons; empty when the Pod fits without preemption.
-	Plugin  string
-	Reasons []string
+	Plugin  string   `json:"plugin,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
 	// Shortfalls are the resources behind NodeResourcesFit's reasons;
 	// Ports the wanted host ports already taken.
-	Shortfalls []Shortfall
-	Ports      []HostPort
+	Shortfalls []Shortfall `json:"shortfalls,omitempty"`
+	Ports      []HostPort  `json:"ports,omitempty"`
 	// Victims, most important first, when Kind is Preempts.
-	Victims []Victim
+	Victims []Victim `json:"victims,omitempty"`
 	// PreemptionReasons are the reasons preemption gives for the node
 	// when it does not help; PreemptionMessage replaces them when the Pod
 	// may not preempt at all (preemptionPolicy Never).
-	PreemptionReasons []string
-	PreemptionMessage string
+	PreemptionReasons []string `json:"preemptionReasons,omitempty"`
+	PreemptionMessage string   `json:"preemptionMessage,omitempty"`
 }
 
 // status is one filter pass over the node.

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -179,12 +180,23 @@ func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
 			"change it to apps/v1 (which also requires spec.selector to match the template labels)", tm.APIVersion))
 	case tm.Kind == "Node" && tm.APIVersion == "v1":
 		var node corev1.Node
-		if err := json.Unmarshal(trimmed, &node); err != nil {
-			rd.fail(loc, fmt.Errorf("Node: %v", err))
-			return
-		}
-		if rd.OnNode != nil {
+		if decodeInto(rd, loc, trimmed, "Node", &node) && rd.OnNode != nil {
 			rd.OnNode(&node)
+		}
+	case tm.Kind == "Pod" && tm.APIVersion == "v1" && rd.OnPod != nil:
+		var pod corev1.Pod
+		if decodeInto(rd, loc, trimmed, "Pod", &pod) {
+			rd.OnPod(&pod)
+		}
+	case tm.Kind == "PriorityClass" && tm.APIVersion == "scheduling.k8s.io/v1" && rd.OnPriorityClass != nil:
+		var pc schedulingv1.PriorityClass
+		if decodeInto(rd, loc, trimmed, "PriorityClass", &pc) {
+			rd.OnPriorityClass(&pc)
+		}
+	case tm.Kind == "Namespace" && tm.APIVersion == "v1" && rd.OnNamespace != nil:
+		var ns corev1.Namespace
+		if decodeInto(rd, loc, trimmed, "Namespace", &ns) {
+			rd.OnNamespace(&ns)
 		}
 	default:
 		if rd.Skipped == nil {
@@ -192,6 +204,17 @@ func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
 		}
 		rd.Skipped[tm.APIVersion+"/"+tm.Kind]++
 	}
+}
+
+// decodeInto decodes an object read back from the API server (no strict
+// field checks: a newer server's fields are not an error) and records a
+// failure under kind.
+func decodeInto(rd *Reader, loc Location, data []byte, kind string, into any) bool {
+	if err := json.Unmarshal(data, into); err != nil {
+		rd.fail(loc, fmt.Errorf("%s: %v", kind, err))
+		return false
+	}
+	return true
 }
 
 func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 )
 
 // manifestExtensions are the file types read when walking a directory.
@@ -74,6 +75,13 @@ type Reader struct {
 	OnDaemonSet func(DaemonSet)
 	// OnNode receives every v1 Node.
 	OnNode func(*corev1.Node)
+	// OnPod, OnPriorityClass and OnNamespace receive every v1 Pod,
+	// scheduling.k8s.io/v1 PriorityClass and v1 Namespace (a cluster dump
+	// read for what the scheduler weighs); when nil, such objects are
+	// skipped like any other kind.
+	OnPod           func(*corev1.Pod)
+	OnPriorityClass func(*schedulingv1.PriorityClass)
+	OnNamespace     func(*corev1.Namespace)
 	Stats
 }
 

@@ -15,6 +15,7 @@ var builtin = mustRegistry(
 	imagePinnedRule,
 	updateStrategyRule,
 	nodeCoverageRule,
+	resourceFitRule,
 	placementSizeRule,
 	invalidAnnotationRule,
 )

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,12 +14,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/internal/testobj"
 	"github.com/dsguard/dsguard/policy"
 )
@@ -80,6 +83,9 @@ func TestRuleFixtures(t *testing.T) {
 		t.Run(r.ID, func(t *testing.T) {
 			env := env
 			env.Nodes = readFixtureNodes(t, r)
+			if r.NeedsFit {
+				env.Fit = readFixtureCluster(t, r)
+			}
 			expect := readExpectations(t, r)
 			for _, verdict := range []string{"allowed", "denied"} {
 				files, err := filepath.Glob(filepath.Join(fixturesDir, r.ID, verdict, "*.yaml"))
@@ -165,15 +171,78 @@ func readFixtureNodes(t *testing.T, r *policy.Rule) *coverage.NodeSnapshot {
 	if err != nil {
 		t.Fatalf("rule %s needs nodes: %v", r.ID, err)
 	}
-	var list corev1.NodeList
-	if err := yaml.UnmarshalStrict(data, &list); err != nil {
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := yaml.Unmarshal(data, &list); err != nil {
 		t.Fatalf("%s/nodes.yaml: %v", r.ID, err)
 	}
-	nodes := make([]*corev1.Node, len(list.Items))
-	for i := range list.Items {
-		nodes[i] = &list.Items[i]
+	var nodes []*corev1.Node
+	for _, item := range list.Items {
+		if kindOf(t, item) == "Node" {
+			var n corev1.Node
+			if err := yaml.UnmarshalStrict(item, &n); err != nil {
+				t.Fatalf("%s/nodes.yaml: %v", r.ID, err)
+			}
+			nodes = append(nodes, &n)
+		}
 	}
 	return coverage.NewNodeSnapshot(nodes)
+}
+
+// readFixtureCluster reads what the scheduler weighs from the rule's
+// nodes.yaml, which for such a rule also holds Pods and PriorityClasses, as
+// `kubectl get nodes,pods,priorityclasses -A -o yaml` prints them.
+func readFixtureCluster(t *testing.T, r *policy.Rule) *fit.Cluster {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))
+	if err != nil {
+		t.Fatalf("rule %s needs a cluster: %v", r.ID, err)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := yaml.Unmarshal(data, &list); err != nil {
+		t.Fatalf("%s/nodes.yaml: %v", r.ID, err)
+	}
+	b := fit.NewBuilder()
+	for _, item := range list.Items {
+		switch kind := kindOf(t, item); kind {
+		case "Node":
+			var n corev1.Node
+			mustDecode(t, item, &n)
+			b.AddNode(&n)
+		case "Pod":
+			var p corev1.Pod
+			mustDecode(t, item, &p)
+			if err := b.AddPod(&p); err != nil {
+				t.Fatal(err)
+			}
+		case "PriorityClass":
+			var c schedulingv1.PriorityClass
+			mustDecode(t, item, &c)
+			b.AddPriorityClass(&c)
+		default:
+			t.Fatalf("%s/nodes.yaml: unexpected kind %q", r.ID, kind)
+		}
+	}
+	return b.Build()
+}
+
+func kindOf(t *testing.T, item []byte) string {
+	t.Helper()
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(item, &tm); err != nil {
+		t.Fatal(err)
+	}
+	return tm.Kind
+}
+
+func mustDecode(t *testing.T, item []byte, into any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(item, into); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // readFixture decodes one manifest strictly (an unknown or misspelt field is

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -23,8 +22,11 @@ import (
 
 const (
 	defaultScenarios = 300
-	batchSize        = 60
-	workers          = 16
+	// defaultNodeRounds is the node-change rounds per scenario in
+	// `make test`; `make e2e-long` runs more.
+	defaultNodeRounds = 1
+	batchSize         = 60
+	workers           = 16
 )
 
 // run state of one scenario.
@@ -37,6 +39,7 @@ type result struct {
 	status    appsv1.DaemonSetStatus
 	settled   bool
 	podNodes  []string
+	added     int // nodes the node-change rounds added
 }
 
 func envInt(name string, def uint64) (uint64, error) {
@@ -65,22 +68,37 @@ func TestCoverageMatchesDaemonSetController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(os.Stderr, "coverage differential: seed %d, %d scenarios (replay with DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d)\n", seed, total, seed, total)
+	rounds, err := envInt("DSGUARD_DIFF_NODE_ROUNDS", defaultNodeRounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := fmt.Sprintf("DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d DSGUARD_DIFF_NODE_ROUNDS=%d", seed, total, rounds)
+	fmt.Fprintf(os.Stderr, "coverage differential: seed %d, %d scenarios, %d node-change rounds each (replay with %s)\n", seed, total, rounds, replay)
 	defer func() {
 		if t.Failed() {
-			t.Logf("reproduce with DSGUARD_DIFF_SEED=%d DSGUARD_DIFF_SCENARIOS=%d", seed, total)
+			t.Logf("reproduce with %s", replay)
 		}
 	}()
 
 	start := time.Now()
-	var st stats
+	var (
+		st  stats
+		rst roundStats
+	)
 	for b := 0; b*batchSize < int(total); b++ {
 		var batch []*result
 		for id := b * batchSize; id < min((b+1)*batchSize, int(total)); id++ {
 			batch = append(batch, &result{scenario: generate(seed, id, b, namespace)})
 		}
+		failedBefore := st.failed
 		runBatch(t, b, batch, &st)
-		if t.Failed() && st.failed >= 10 {
+		// Node changes on a batch that agreed: a round compares the Pods it
+		// ends with against those the first verdict left.
+		if st.failed == failedBefore {
+			runNodeRounds(t, seed, b, int(rounds), batch, &rst)
+		}
+		removeBatch(t, batch)
+		if t.Failed() && st.failed+rst.failed >= 10 {
 			t.Logf("stopping after %d failed scenarios", st.failed)
 			break
 		}
@@ -90,10 +108,45 @@ func TestCoverageMatchesDaemonSetController(t *testing.T) {
 	t.Logf("predicted coverage: %d none, %d partial, %d every node; %d Pods checked node by node",
 		st.none, st.partial, st.full, st.pods)
 	t.Logf("skips seen: %s", st.kindSummary())
+	if rounds > 0 {
+		t.Logf("%s", rst.summary())
+	}
 	// Shares mean something from a hundred scenarios on; a short run
 	// (DSGUARD_DIFF_SCENARIOS) only logs them.
 	if st.scenarios == int(total) && total >= 100 {
 		st.checkBreadth(t)
+		if rounds > 0 {
+			rst.checkBreadth(t)
+		}
+	}
+}
+
+// removeBatch deletes a finished batch's DaemonSets (the garbage collector
+// takes their Pods) and nodes, so that the cluster, and the controller's
+// work per node event, stays the size of one batch however long the run.
+func removeBatch(t *testing.T, batch []*result) {
+	ctx := t.Context()
+	var names []string
+	for _, res := range batch {
+		names = append(names, res.ds.Name)
+		for _, n := range res.nodes {
+			names = append(names, "node/"+n.Name)
+		}
+	}
+	err := parallel(len(names), func(i int) error {
+		var err error
+		if node, ok := strings.CutPrefix(names[i], "node/"); ok {
+			err = client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
+		} else {
+			err = client.AppsV1().DaemonSets(namespace).Delete(ctx, names[i], metav1.DeleteOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("removing a finished batch: %v", err)
 	}
 }
 
@@ -181,8 +234,7 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 	ctx := t.Context()
 	t0 := time.Now()
 
-	// Nodes first. Admission adds node.kubernetes.io/not-ready:NoSchedule
-	// to every new Node; set the taints to exactly the generated ones.
+	// Nodes first, with exactly the generated taints.
 	type nodeRef struct{ r, i int }
 	var refs []nodeRef
 	for r, res := range batch {
@@ -193,33 +245,9 @@ func runBatch(t *testing.T, b int, batch []*result, st *stats) {
 	}
 	err := parallel(len(refs), func(k int) error {
 		res := batch[refs[k].r]
-		want := res.scenario.nodes[refs[k].i]
-		node, err := client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating node %s: %w", want.Name, err)
-		}
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if slices.Equal(node.Spec.Taints, want.Spec.Taints) {
-				return nil
-			}
-			node.Spec.Taints = want.Spec.Taints
-			updated, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
-			if err == nil {
-				node = updated
-				return nil
-			}
-			if apierrors.IsConflict(err) {
-				if fresh, gerr := client.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{}); gerr == nil {
-					node = fresh
-				}
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("setting the taints of node %s: %w", want.Name, err)
-		}
+		node, err := createNode(ctx, res.scenario.nodes[refs[k].i])
 		res.nodes[refs[k].i] = node
-		return nil
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,17 @@
 package fit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/test/e2e/framework"
@@ -79,6 +85,11 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 	t.Logf("created %d nodes and %d bound Pods in %s", count, countFillers(scenarios), time.Since(start).Round(time.Millisecond))
 
 	predictions := predict(t, scenarios)
+	// The same, as a user gets it: the cluster dumped with kubectl, the
+	// DaemonSets judged by dsguard check --nodes.
+	cliStart := time.Now()
+	cli := cliPredict(t, scenarios)
+	t.Logf("kubectl's dump and dsguard check took %s", time.Since(cliStart).Round(time.Millisecond))
 
 	// The scheduler must see the bound Pods, started, before the agents
 	// arrive: its cache follows a watch.
@@ -111,6 +122,12 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 		if msg := compare(p, obs[s.id]); msg != "" {
 			mismatches = append(mismatches, fmt.Sprintf("scenario %s (node %s): %s\n  predicted %s\n  node: %s\n  agent: %s",
 				s.id, s.node.Name, msg, describe(p), describeNode(s), describeAgent(s)))
+		}
+		if c, ok := cli[s.ds.Name]; !ok {
+			mismatches = append(mismatches, fmt.Sprintf("scenario %s: dsguard check printed no fit outcome for node %s", s.id, s.node.Name))
+		} else if msg := compare(c, obs[s.id]); msg != "" {
+			mismatches = append(mismatches, fmt.Sprintf("scenario %s (node %s): dsguard check: %s\n  printed %s\n  node: %s\n  agent: %s",
+				s.id, s.node.Name, msg, describe(c), describeNode(s), describeAgent(s)))
 		}
 	}
 	share := func(n int) string { return fmt.Sprintf("%d (%.0f%%)", n, 100*float64(n)/float64(count)) }
@@ -300,6 +317,65 @@ func predict(t *testing.T, scenarios []*scenario) map[string]fit.Outcome {
 		out[s.id] = fit.Predict(c, agg[s.node.Name], all)
 	}
 	return out
+}
+
+// cliPredict dumps the cluster as a user would (kubectl get
+// nodes,pods,priorityclasses,namespaces -A -o yaml), runs dsguard check -o
+// json on the scenarios' DaemonSets with the dump as --nodes, and returns
+// each DaemonSet's printed outcome on its one covered node.
+func cliPredict(t *testing.T, scenarios []*scenario) map[string]fit.Outcome {
+	t.Helper()
+	dir := t.TempDir()
+	dump, err := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", kubeconfig,
+		"get", "nodes,pods,priorityclasses,namespaces", "-A", "-o", "yaml").Output()
+	if err != nil {
+		t.Fatalf("kubectl get: %v", err)
+	}
+	dumpFile, dsFile := filepath.Join(dir, "cluster.yaml"), filepath.Join(dir, "daemonsets.yaml")
+	if err := os.WriteFile(dumpFile, dump, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, s := range scenarios {
+		ds := s.ds.DeepCopy()
+		ds.APIVersion, ds.Kind = "apps/v1", "DaemonSet"
+		out, err := yaml.Marshal(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(out))
+	}
+	if err := os.WriteFile(dsFile, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), dsguardBin, "check", dsFile, "--nodes", dumpFile, "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	// Exit 1 is a deny of some DaemonSet (resource-fit among others).
+	if ee := (*exec.ExitError)(nil); err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		t.Fatalf("dsguard check: %v\n%s", err, stderr.String())
+	}
+	var report struct {
+		Results []struct {
+			Name string      `json:"name"`
+			Fit  *fit.Report `json:"fit"`
+		} `json:"results"`
+		Notes []string `json:"notes"`
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("dsguard check -o json: %v\n%s", err, out)
+	}
+	if !slices.ContainsFunc(report.Notes, func(n string) bool { return strings.HasPrefix(n, "resource fit predicted") }) {
+		t.Errorf("dsguard check does not say it predicted resource fit: notes %q", report.Notes)
+	}
+	got := map[string]fit.Outcome{}
+	for _, r := range report.Results {
+		if r.Fit != nil && len(r.Fit.Outcomes) == 1 {
+			got[r.Name] = r.Fit.Outcomes[0].Outcome
+		}
+	}
+	return got
 }
 
 // settle waits until every agent Pod is bound, or Pending without a

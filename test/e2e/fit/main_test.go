@@ -33,6 +33,9 @@ var (
 	client    kubernetes.Interface
 	scheduler *framework.Process
 	kcm       *framework.ControllerManager
+	// kubectl, kubeconfig and dsguardBin run the CLI half: a cluster dump
+	// taken with the real kubectl, judged by dsguard check.
+	kubectl, kubeconfig, dsguardBin string
 )
 
 func TestMain(m *testing.M) {
@@ -65,6 +68,15 @@ func run(m *testing.M) int {
 	defer plane.Stop()
 	env, cfg := plane.Env, plane.Config
 	kcm = plane.KCM
+	kubectl, kubeconfig = filepath.Join(tools, "kubectl"), filepath.Join(dir, "admin.kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
+	if dsguardBin, err = framework.BuildDsguard(root, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		return 1
+	}
 
 	if scheduler, err = startScheduler(tools, dir, env.KubeConfig); err != nil {
 		fmt.Fprintln(os.Stderr, "fit:", err)

@@ -1,0 +1,310 @@
+package fit
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Cluster is what fit needs to know of a cluster: its nodes with the
+// records of the Pods on them, its PriorityClasses and its namespaces'
+// labels. It holds no Pod objects.
+type Cluster struct {
+	nodes      map[string]*Node
+	list       []*Node
+	priorities *Priorities
+	namespaces map[string]map[string]string
+	pods       int
+}
+
+// Builder gathers a Cluster from objects in any order, as a dump of
+// `kubectl get nodes,pods,priorityclasses,namespaces -A -o yaml` streams
+// them: each Pod is reduced to its record as it arrives, so memory follows
+// the records, not the objects.
+type Builder struct {
+	nodes     map[string]*Node
+	bound     map[string][]Pod // by node name, until Build
+	nominated map[string][]Pod
+	classes   []schedulingv1.PriorityClass
+	nsLabels  map[string]map[string]string
+	pods      int
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder() *Builder {
+	return &Builder{nodes: map[string]*Node{}, bound: map[string][]Pod{}, nominated: map[string][]Pod{},
+		nsLabels: map[string]map[string]string{}}
+}
+
+// AddNode adds a node; its status.allocatable is what fit weighs.
+func (b *Builder) AddNode(node *corev1.Node) { b.nodes[node.Name] = NodeOf(node) }
+
+// AddPod adds a Pod as the scheduler's cache counts it: Pods in phase
+// Succeeded or Failed are left out (the scheduler does not even watch them),
+// Pods being deleted still count until they are gone, and a Pod not bound
+// but nominated for a node counts as nominated there.
+func (b *Builder) AddPod(pod *corev1.Pod) error {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	name, into := pod.Spec.NodeName, b.bound
+	if name == "" {
+		name, into = pod.Status.NominatedNodeName, b.nominated
+	}
+	if name == "" {
+		return nil
+	}
+	p, err := PodOf(pod)
+	if err != nil {
+		return err
+	}
+	into[name] = append(into[name], p)
+	b.pods++
+	return nil
+}
+
+// AddPriorityClass adds a PriorityClass.
+func (b *Builder) AddPriorityClass(c *schedulingv1.PriorityClass) { b.classes = append(b.classes, *c) }
+
+// AddNamespace adds a namespace's labels, which namespace selectors of
+// anti-affinity terms match.
+func (b *Builder) AddNamespace(ns *corev1.Namespace) { b.nsLabels[ns.Name] = ns.Labels }
+
+// Build attaches the Pods to their nodes (Pods of nodes not added are
+// dropped, as the scheduler drops them) and returns the Cluster.
+func (b *Builder) Build() *Cluster {
+	c := &Cluster{nodes: b.nodes, priorities: NewPriorities(b.classes), namespaces: b.nsLabels}
+	for name, n := range b.nodes {
+		n.Pods, n.Nominated = b.bound[name], b.nominated[name]
+		c.pods += len(n.Pods) + len(n.Nominated)
+		n.Sort()
+		c.list = append(c.list, n)
+	}
+	slices.SortFunc(c.list, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
+	*b = Builder{}
+	return c
+}
+
+// Node returns the named node, or nil.
+func (c *Cluster) Node(name string) *Node { return c.nodes[name] }
+
+// Pods is the number of Pods the nodes hold.
+func (c *Cluster) Pods() int { return c.pods }
+
+// Known reports whether the cluster knows what a node offers: a node saved
+// without its status (dsguard nodes) has no allocatable to weigh.
+func (n *Node) Known() bool { return !n.Allocatable.IsZero() || n.AllowedPods > 0 }
+
+// Known reports whether any node's allocatable is known.
+func (c *Cluster) Known() bool { return slices.ContainsFunc(c.list, (*Node).Known) }
+
+// Report is the prediction for a DaemonSet's Pods on the nodes its
+// placement covers.
+type Report struct {
+	// Error is set when no Pod can be made at all (a PriorityClass that
+	// does not exist, a malformed term): then Outcomes is empty.
+	Error string `json:"error,omitempty"`
+	// Outcomes are by node, sorted by node name; nodes whose allocatable
+	// is unknown are left out and counted in Unknown.
+	Outcomes []NodeOutcome `json:"outcomes"`
+	Unknown  int           `json:"unknownNodes,omitempty"`
+	// Priority is the priority the Pods get, PreemptNever their policy.
+	Priority     int32 `json:"priority"`
+	PreemptNever bool  `json:"preemptNever,omitempty"`
+}
+
+// NodeOutcome is the outcome on one node.
+type NodeOutcome struct {
+	Node string `json:"node"`
+	Outcome
+}
+
+// Count returns how many nodes have the outcome kind.
+func (r *Report) Count(kind Kind) int {
+	n := 0
+	for i := range r.Outcomes {
+		if r.Outcomes[i].Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// Lands reports how many nodes the Pod lands on, preempting or not.
+func (r *Report) Lands() int { return r.Count(Fits) + r.Count(Preempts) }
+
+// PredictDaemonSet predicts the DaemonSet's Pod on each named node (the
+// nodes its placement covers). The DaemonSet's own Pods on a node are left
+// out there, as they are once the controller deletes the old Pod to make
+// the new one on an update: what counts is whether the new Pod fits in
+// their place.
+func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report {
+	cand, err := NewCandidate(ds.Namespace, c.namespaces[ds.Namespace], &ds.Spec.Template, c.priorities, c.namespaces)
+	if err != nil {
+		return &Report{Error: err.Error()}
+	}
+	r := &Report{Priority: cand.Priority, PreemptNever: cand.PreemptNever}
+	own := ds.Namespace + "/" + ds.Name
+	for _, name := range nodes {
+		n := c.nodes[name]
+		if n == nil || !n.Known() {
+			r.Unknown++
+			continue
+		}
+		r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Predict(cand, n.without(own), c.list)})
+	}
+	slices.SortFunc(r.Outcomes, func(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) })
+	return r
+}
+
+// without returns the node without the Pods of the named DaemonSet
+// (namespace/name), sharing what it can.
+func (n *Node) without(owner string) *Node {
+	if !slices.ContainsFunc(n.Pods, func(p Pod) bool { return p.Owner == owner }) {
+		return n
+	}
+	m := *n
+	m.Pods = slices.DeleteFunc(slices.Clone(n.Pods), func(p Pod) bool { return p.Owner == owner })
+	return &m
+}
+
+// Summary is one line per group of nodes with the same outcome and main
+// reason, most nodes first: "does not fit on 14 nodes: memory 97%
+// requested (infra-1, ...)".
+type Summary struct {
+	Kind  Kind
+	Why   string
+	Nodes []string
+}
+
+// Summarize groups the outcomes for display. A group turned away by
+// resources says what the Pod asks and the most any of its nodes has free.
+func (r *Report) Summarize() []Summary {
+	var out []Summary
+	var notes []string
+	index := map[string]int{}
+	for i := range r.Outcomes {
+		o := &r.Outcomes[i]
+		why, note := o.why()
+		key := string(o.Kind) + "\x00" + why + "\x00" + note
+		j, ok := index[key]
+		if !ok {
+			j = len(out)
+			index[key] = j
+			out = append(out, Summary{Kind: o.Kind, Why: why})
+			notes = append(notes, note)
+		}
+		out[j].Nodes = append(out[j].Nodes, o.Node)
+	}
+	for j := range out {
+		out[j].Why += r.figures(out[j].Nodes) + notes[j]
+	}
+	order := map[Kind]int{NeverFits: 0, DoesNotFit: 1, Preempts: 2, Fits: 3}
+	slices.SortStableFunc(out, func(a, b Summary) int {
+		return cmp.Or(cmp.Compare(order[a.Kind], order[b.Kind]), cmp.Compare(len(b.Nodes), len(a.Nodes)))
+	})
+	return out
+}
+
+// figures is " (memory: asks 256Mi, at most 120Mi free)" for the resources
+// that turn the named nodes away ("allocatable" for a group that never fits:
+// the nodes of one group share their outcome kind).
+func (r *Report) figures(nodes []string) string {
+	asked := map[corev1.ResourceName]int64{}
+	most := map[corev1.ResourceName]int64{} // free, or allocatable when it never fits
+	var names []corev1.ResourceName
+	never := false
+	for i := range r.Outcomes {
+		o := &r.Outcomes[i]
+		if !slices.Contains(nodes, o.Node) || o.Plugin != PluginNodeResourcesFit {
+			continue
+		}
+		never = o.Kind == NeverFits
+		for _, s := range o.Shortfalls {
+			have := s.Free()
+			if never {
+				have = s.Allocatable
+			}
+			if _, seen := asked[s.Resource]; !seen {
+				names = append(names, s.Resource)
+				most[s.Resource] = have
+			}
+			asked[s.Resource] = s.Requested
+			most[s.Resource] = max(most[s.Resource], have)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		have := "free"
+		if never {
+			have = "allocatable"
+		}
+		parts[i] = fmt.Sprintf("%s: asks %s, at most %s %s", n, quantity(n, asked[n]), quantity(n, max(most[n], 0)), have)
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// quantity prints an amount in the scheduler's units as Kubernetes writes
+// it: millicores for cpu, binary suffixes for bytes, plain counts otherwise.
+func quantity(name corev1.ResourceName, v int64) string {
+	switch name {
+	case corev1.ResourceCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
+	case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+		return resource.NewQuantity(v, resource.BinarySI).String()
+	}
+	if strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+		return resource.NewQuantity(v, resource.BinarySI).String()
+	}
+	return resource.NewQuantity(v, resource.DecimalSI).String()
+}
+
+// why says in a few words what turns the node away, the same for nodes
+// that differ only in figures (so that they group), and what preemption
+// makes of it.
+func (o *NodeOutcome) why() (why, note string) {
+	switch o.Kind {
+	case Fits:
+		return "", ""
+	case Preempts:
+		return "by preempting lower-priority Pods", ""
+	}
+	var parts []string
+	switch o.Plugin {
+	case PluginNodeResourcesFit:
+		for _, s := range o.Shortfalls {
+			if o.Kind == NeverFits && s.Requested > s.Allocatable {
+				parts = append(parts, fmt.Sprintf("%s request above allocatable", s.Resource))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s full", s.Resource))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, strings.Join(o.Reasons, ", "))
+		}
+	case PluginNodePorts:
+		for _, p := range o.Ports {
+			parts = append(parts, "host port "+p.String()+" taken")
+		}
+	default:
+		parts = append(parts, strings.Join(o.Reasons, ", "))
+	}
+	switch {
+	case o.PreemptionMessage != "":
+		note = " (preemptionPolicy Never: it will not preempt)"
+	case o.Kind == DoesNotFit && slices.Contains(o.PreemptionReasons, ReasonNoVictims):
+		note = " (no lower-priority Pods there to preempt)"
+	case o.Kind == DoesNotFit && len(o.PreemptionReasons) > 0:
+		note = " (preempting lower-priority Pods would not make room)"
+	}
+	return strings.Join(parts, ", "), note
+}

@@ -1,0 +1,458 @@
+package coverage
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/dsguard/dsguard/coverage"
+)
+
+// Node changes after the DaemonSet exists: each round changes a few of a
+// scenario's nodes (taints added and lifted, labels changed, nodes added and
+// removed, unschedulable flipped), predicts again on the nodes as stored,
+// and compares with what the controller does next.
+//
+// The prediction says where the controller wants Pods (Eligible). A Pod the
+// DaemonSet already has on a node that stops qualifying only because of a
+// NoSchedule taint it does not tolerate keeps running, and the controller
+// counts it misscheduled (NodeShouldRunDaemonPod's shouldContinueRunning);
+// any other change that disqualifies the node deletes the Pod. So after a
+// round the Pods must be on exactly the eligible nodes plus the nodes that
+// kept theirs, and numberMisscheduled must count the latter.
+
+// changeKind is one kind of node change.
+type changeKind string
+
+const (
+	changeTaintAdded    changeKind = "taint added"
+	changeTaintLifted   changeKind = "taint lifted"
+	changeLabel         changeKind = "label changed"
+	changeLabelRemoved  changeKind = "label removed"
+	changeNodeAdded     changeKind = "node added"
+	changeNodeRemoved   changeKind = "node removed"
+	changeUnschedulable changeKind = "unschedulable flipped"
+)
+
+// changeWeights is how often each kind is drawn.
+var changeWeights = []struct {
+	kind   changeKind
+	weight int
+}{
+	{changeTaintAdded, 30}, {changeTaintLifted, 20}, {changeLabel, 20}, {changeLabelRemoved, 6},
+	{changeNodeAdded, 10}, {changeNodeRemoved, 10}, {changeUnschedulable, 4},
+}
+
+// nodeChange is one planned change to a scenario's nodes.
+type nodeChange struct {
+	kind changeKind
+	node string
+	// mutate changes a stored node in place (taints, labels, unschedulable).
+	mutate func(*corev1.Node)
+	// create is the node to add.
+	create *corev1.Node
+}
+
+// roundStats counts what the node-change rounds exercised.
+type roundStats struct {
+	rounds, changed, kept, deleted, failed int
+	kinds                                  map[changeKind]int
+}
+
+// planChanges draws a round of changes for one scenario from its own stream
+// of the seed, so that a round replays the same for the same seed.
+func planChanges(seed uint64, res *result, round int) []nodeChange {
+	g := &gen{r: rand.New(rand.NewPCG(seed, uint64(res.id)|uint64(round+1)<<40)), id: res.id}
+	total := 0
+	for _, w := range changeWeights {
+		total += w.weight
+	}
+	var changes []nodeChange
+	touched := map[string]bool{} // one change per node per round
+	for range 1 + g.r.IntN(3) {
+		x, kind := g.r.IntN(total), changeKind("")
+		for _, w := range changeWeights {
+			if x < w.weight {
+				kind = w.kind
+				break
+			}
+			x -= w.weight
+		}
+		if c, ok := g.change(kind, res, touched); ok {
+			changes = append(changes, c)
+		}
+	}
+	return changes
+}
+
+// change builds one change of kind, or reports that none fits the scenario
+// (no tainted node to lift a taint from, say).
+func (g *gen) change(kind changeKind, res *result, touched map[string]bool) (nodeChange, bool) {
+	var free []*corev1.Node
+	for _, n := range res.nodes {
+		if !touched[n.Name] {
+			free = append(free, n)
+		}
+	}
+	if kind == changeNodeAdded || len(free) == 0 {
+		n := g.newNode(res)
+		touched[n.Name] = true
+		return nodeChange{kind: changeNodeAdded, node: n.Name, create: n}, true
+	}
+	// Mostly a node with a Pod, where a change can also take one away.
+	node := pick(g, free)
+	if withPod := slices.DeleteFunc(slices.Clone(free), func(n *corev1.Node) bool {
+		return !slices.Contains(res.podNodes, n.Name)
+	}); len(withPod) > 0 && g.chance(0.7) {
+		node = pick(g, withPod)
+	}
+	touched[node.Name] = true
+	c := nodeChange{kind: kind, node: node.Name}
+	switch kind {
+	case changeTaintAdded:
+		taints := g.addTaint(node.Spec.Taints)
+		c.mutate = func(n *corev1.Node) { n.Spec.Taints = taints }
+	case changeTaintLifted:
+		if len(node.Spec.Taints) == 0 {
+			return nodeChange{}, false
+		}
+		i := g.r.IntN(len(node.Spec.Taints))
+		lifted := node.Spec.Taints[i]
+		c.mutate = func(n *corev1.Node) {
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&lifted) })
+		}
+	case changeLabel:
+		key := g.selectedKey(res)
+		value := pick(g, append(g.values(key, res.nodes, 1), labelValues[key]...))
+		if key == keyHostname {
+			value = pick(g, []string{node.Name, "host-0", "moved"})
+		}
+		c.mutate = func(n *corev1.Node) { n.Labels[key] = value }
+	case changeLabelRemoved:
+		key := g.selectedKey(res)
+		if g.chance(0.1) {
+			key = scenarioLabel // the node leaves the scenario's selector
+		}
+		c.mutate = func(n *corev1.Node) { delete(n.Labels, key) }
+	case changeNodeRemoved:
+	case changeUnschedulable:
+		c.mutate = func(n *corev1.Node) { n.Spec.Unschedulable = !n.Spec.Unschedulable }
+	}
+	return c, true
+}
+
+// selectedKey picks a label key the DaemonSet selects on, mostly, so that
+// label changes move nodes in and out of its selection.
+func (g *gen) selectedKey(res *result) string {
+	spec := &res.ds.Spec.Template.Spec
+	var keys []string
+	for k := range spec.NodeSelector {
+		if k != scenarioLabel {
+			keys = append(keys, k)
+		}
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range term.MatchExpressions {
+				keys = append(keys, r.Key)
+			}
+		}
+	}
+	slices.Sort(keys) // map order is random; the stream must not be
+	keys = slices.Compact(keys)
+	if len(keys) == 0 || g.chance(0.25) {
+		return pick(g, selectorKeys)
+	}
+	return pick(g, keys)
+}
+
+// newNode makes a node for the scenario like one it has (its labels and
+// taints, now and then one taint more or less), or a new pool's.
+func (g *gen) newNode(res *result) *corev1.Node {
+	res.added++
+	name := fmt.Sprintf("%s-a%d", scenarioName(res.id), res.added)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	if len(res.nodes) > 0 && g.chance(0.8) {
+		like := pick(g, res.nodes)
+		maps.Copy(node.Labels, like.Labels)
+		node.Spec.Taints = slices.Clone(like.Spec.Taints)
+		node.Spec.Unschedulable = like.Spec.Unschedulable
+	} else {
+		p := g.pool()
+		maps.Copy(node.Labels, p.labels)
+		node.Spec.Taints, node.Spec.Unschedulable = p.taints, p.unschedulable
+	}
+	node.Labels[scenarioLabel] = strconv.Itoa(res.id)
+	node.Labels[keyHostname] = name
+	if g.chance(0.2) {
+		node.Spec.Taints = g.addTaint(node.Spec.Taints)
+	}
+	if len(node.Spec.Taints) == 0 {
+		node.Spec.Taints = nil
+	}
+	return node
+}
+
+// createNode creates want and sets its taints to exactly the generated ones:
+// admission adds node.kubernetes.io/not-ready:NoSchedule to every new Node.
+func createNode(ctx context.Context, want *corev1.Node) (*corev1.Node, error) {
+	node, err := client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", want.Name, err)
+	}
+	if slices.Equal(node.Spec.Taints, want.Spec.Taints) {
+		return node, nil
+	}
+	node, err = updateNode(ctx, node, func(n *corev1.Node) { n.Spec.Taints = want.Spec.Taints })
+	if err != nil {
+		return nil, fmt.Errorf("setting the taints of node %s: %w", want.Name, err)
+	}
+	return node, nil
+}
+
+// updateNode applies mutate to node and writes it, reading it again and
+// reapplying on a conflict.
+func updateNode(ctx context.Context, node *corev1.Node, mutate func(*corev1.Node)) (*corev1.Node, error) {
+	node = node.DeepCopy()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mutate(node)
+		updated, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		if err == nil {
+			node = updated
+			return nil
+		}
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); gerr == nil {
+				node = fresh
+			}
+		}
+		return err
+	})
+	return node, err
+}
+
+// applyChanges writes a scenario's changes and leaves res.nodes as stored.
+func applyChanges(ctx context.Context, res *result, changes []nodeChange) error {
+	for _, c := range changes {
+		switch {
+		case c.create != nil:
+			n, err := createNode(ctx, c.create)
+			if err != nil {
+				return err
+			}
+			res.nodes = append(res.nodes, n)
+		case c.kind == changeNodeRemoved:
+			if err := client.CoreV1().Nodes().Delete(ctx, c.node, metav1.DeleteOptions{}); err != nil {
+				return fmt.Errorf("removing node %s: %w", c.node, err)
+			}
+			res.nodes = slices.DeleteFunc(res.nodes, func(n *corev1.Node) bool { return n.Name == c.node })
+		default:
+			i := slices.IndexFunc(res.nodes, func(n *corev1.Node) bool { return n.Name == c.node })
+			n, err := updateNode(ctx, res.nodes[i], c.mutate)
+			if err != nil {
+				return fmt.Errorf("%s on node %s: %w", c.kind, c.node, err)
+			}
+			res.nodes[i] = n
+		}
+	}
+	return nil
+}
+
+// keepsPod reports whether the controller leaves the DaemonSet's existing
+// Pod on a node it no longer wants one on: the node still matches nodeName,
+// selector and affinity, and every NoExecute taint there is tolerated.
+func keepsPod(res *result, node *corev1.Node) bool {
+	if d := coverage.Decide(res.ds, node); d.Eligible || d.Kind != coverage.SkipTaint {
+		return false
+	}
+	spec := &res.ds.Spec.Template.Spec
+	for i := range node.Spec.Taints {
+		if t := &node.Spec.Taints[i]; t.Effect == corev1.TaintEffectNoExecute && !coverage.ToleratedByDaemonPod(spec, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// expectation is what a round's controller must end at for one scenario.
+type expectation struct {
+	changes   []nodeChange
+	eligible  int
+	podNodes  []string // sorted
+	kept      []string // nodes that keep a Pod they no longer qualify for
+	before    []string // the Pods' nodes before the round
+	predicted coverage.Coverage
+}
+
+func (e *expectation) agrees(s *statusAndPods) bool {
+	return int(s.status.DesiredNumberScheduled) == e.eligible && int(s.status.NumberMisscheduled) == len(e.kept) &&
+		int(s.status.CurrentNumberScheduled) == e.eligible && slices.Equal(s.podNodes, e.podNodes)
+}
+
+type statusAndPods struct {
+	status   appsv1.DaemonSetStatus
+	podNodes []string
+}
+
+// runNodeRounds runs the node-change rounds on a batch whose scenarios
+// agreed with the controller.
+func runNodeRounds(t *testing.T, seed uint64, b, rounds int, batch []*result, st *roundStats) {
+	ctx := t.Context()
+	if st.kinds == nil {
+		st.kinds = map[changeKind]int{}
+	}
+	for round := range rounds {
+		t0 := time.Now()
+		exp := make([]*expectation, len(batch))
+		for i, res := range batch {
+			exp[i] = &expectation{changes: planChanges(seed, res, round), before: res.podNodes}
+		}
+		if err := parallel(len(batch), func(i int) error { return applyChanges(ctx, batch[i], exp[i].changes) }); err != nil {
+			t.Fatal(err)
+		}
+		for i, res := range batch {
+			e := exp[i]
+			e.predicted = coverage.Predict(res.ds, coverage.NewNodeSnapshot(res.nodes))
+			e.eligible = e.predicted.Eligible
+			e.podNodes = eligibleNodes(res.nodes, e.predicted)
+			for _, n := range res.nodes {
+				if slices.Contains(e.before, n.Name) && keepsPod(res, n) {
+					e.kept = append(e.kept, n.Name)
+				}
+			}
+			e.podNodes = append(e.podNodes, e.kept...)
+			slices.Sort(e.podNodes)
+			for _, c := range e.changes {
+				st.kinds[c.kind]++
+			}
+		}
+		seen := waitForController(t, b, batch, exp, 60*time.Second)
+		for i, res := range batch {
+			e, s := exp[i], seen[i]
+			st.rounds++
+			if !slices.Equal(e.podNodes, e.before) {
+				st.changed++
+			}
+			st.kept += len(e.kept)
+			for _, n := range e.before {
+				if !slices.Contains(e.podNodes, n) {
+					st.deleted++
+				}
+			}
+			res.podNodes = s.podNodes
+			if !e.agrees(s) {
+				st.failed++
+				t.Errorf("scenario %d, node-change round %d disagrees with the DaemonSet controller: want desired %d, misscheduled %d, Pods on %v; the controller has desired %d, current %d, misscheduled %d, Pods on %v\n%s",
+					res.id, round+1, e.eligible, len(e.kept), e.podNodes,
+					s.status.DesiredNumberScheduled, s.status.CurrentNumberScheduled, s.status.NumberMisscheduled, s.podNodes,
+					roundReport(res, e))
+			}
+		}
+		t.Logf("batch %d, node-change round %d: %d scenarios in %s", b, round+1, len(batch), time.Since(t0).Round(time.Millisecond))
+	}
+}
+
+// waitForController polls the batch's DaemonSets and Pods until every
+// scenario agrees with its expectation or the deadline passes, and returns
+// what it saw last. Only a scenario that still disagrees at the deadline is
+// a mismatch: the controller's node informer can lag the writes.
+func waitForController(t *testing.T, b int, batch []*result, exp []*expectation, timeout time.Duration) []*statusAndPods {
+	ctx := t.Context()
+	seen := make([]*statusAndPods, len(batch))
+	deadline := time.Now().Add(timeout)
+	for {
+		if !kcm.Running() {
+			t.Fatalf("kube-controller-manager is gone:\n%s", tail(kcm.Log(), 40))
+		}
+		sel := metav1.ListOptions{LabelSelector: batchLabel + "=" + strconv.Itoa(b)}
+		list, err := client.AppsV1().DaemonSets(namespace).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := client.CoreV1().Pods(namespace).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		podNodes := map[string][]string{}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil {
+				podNodes[p.Labels[appLabel]] = append(podNodes[p.Labels[appLabel]], targetNode(p))
+			}
+		}
+		status := map[string]appsv1.DaemonSetStatus{}
+		for i := range list.Items {
+			status[list.Items[i].Name] = list.Items[i].Status
+		}
+		pending := 0
+		for i, res := range batch {
+			s := &statusAndPods{status: status[res.ds.Name], podNodes: podNodes[res.ds.Name]}
+			slices.Sort(s.podNodes)
+			seen[i] = s
+			if !exp[i].agrees(s) {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			t.Logf("batch %d: after %s %d scenarios still disagree", b, timeout, pending)
+			return seen
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// roundReport describes a round for a failure message: the changes, the
+// Pods before, the prediction now and the nodes as they stand.
+func roundReport(res *result, e *expectation) string {
+	var b strings.Builder
+	for _, c := range e.changes {
+		fmt.Fprintf(&b, "change: %s on %s\n", c.kind, c.node)
+	}
+	fmt.Fprintf(&b, "Pods before the round on %v; keeps a Pod (NoSchedule taint only) %v\n", e.before, e.kept)
+	r := *res
+	r.predicted, r.eligible = e.predicted, eligibleNodes(res.nodes, e.predicted)
+	b.WriteString(report(&r))
+	return b.String()
+}
+
+// checkBreadth fails when the rounds rarely moved, deleted or kept Pods, or
+// rarely made a kind of change (a quarter of its weight, in percent of the
+// rounds): an agreement on changes that never happen proves nothing.
+func (s *roundStats) checkBreadth(t *testing.T) {
+	t.Helper()
+	want := func(what string, got, percent int) {
+		if min := s.rounds * percent / 100; got < min || got == 0 {
+			t.Errorf("%s in %d of %d node-change rounds, want at least %d (%d%%): the generator lost breadth",
+				what, got, s.rounds, max(min, 1), percent)
+		}
+	}
+	want("a change of where the Pods are", s.changed, 20)
+	want("a Pod deleted", s.deleted, 10)
+	want("a Pod kept on a node it no longer qualifies for", s.kept, 3)
+	for _, w := range changeWeights {
+		want("changes of kind "+string(w.kind), s.kinds[w.kind], w.weight/4)
+	}
+}
+
+func (s *roundStats) summary() string {
+	var parts []string
+	for _, w := range changeWeights {
+		parts = append(parts, fmt.Sprintf("%s %d", w.kind, s.kinds[w.kind]))
+	}
+	return fmt.Sprintf("%d node-change rounds, %d failed: Pods moved in %d, %d Pods deleted, %d kept misscheduled; changes: %s",
+		s.rounds, s.failed, s.changed, s.deleted, s.kept, strings.Join(parts, ", "))
+}
