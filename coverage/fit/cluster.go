@@ -21,6 +21,9 @@ type Cluster struct {
 	priorities *Priorities
 	namespaces map[string]map[string]string
 	pods       int
+	// workload is the most important Pod that no DaemonSet controls,
+	// below the system classes (see WorkloadPriority).
+	workload *Pod
 }
 
 // Builder gathers a Cluster from objects in any order, as a dump of
@@ -84,11 +87,34 @@ func (b *Builder) Build() *Cluster {
 		n.Pods, n.Nominated = b.bound[name], b.nominated[name]
 		c.pods += len(n.Pods) + len(n.Nominated)
 		n.Sort()
+		for i := range n.Pods {
+			p := &n.Pods[i]
+			if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
+				(c.workload == nil || p.Priority > c.workload.Priority ||
+					p.Priority == c.workload.Priority && p.Key < c.workload.Key) {
+				c.workload = p
+			}
+		}
 		c.list = append(c.list, n)
 	}
 	slices.SortFunc(c.list, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
 	*b = Builder{}
 	return c
+}
+
+// HighestUserDefinablePriority is the highest value a PriorityClass other
+// than the built-in system ones may have.
+const HighestUserDefinablePriority = 1000000000
+
+// WorkloadPriority returns the highest priority among the Pods that no
+// DaemonSet controls (system classes left out: those belong to the control
+// plane's own Pods), and the key of a Pod that has it; ok is false when
+// there is none. A node agent below it cannot preempt such Pods.
+func (c *Cluster) WorkloadPriority() (priority int32, pod string, ok bool) {
+	if c.workload == nil {
+		return 0, "", false
+	}
+	return c.workload.Priority, c.workload.Key, true
 }
 
 // Node returns the named node, or nil.

@@ -16,6 +16,7 @@ var builtin = mustRegistry(
 	updateStrategyRule,
 	nodeCoverageRule,
 	resourceFitRule,
+	priorityClassRule,
 	placementSizeRule,
 	invalidAnnotationRule,
 )

@@ -155,3 +155,63 @@ func TestResourceFit_DetailsNameEveryNode(t *testing.T) {
 		t.Errorf("details %q, want one line starting %q", got[0].Details, want)
 	}
 }
+
+func TestPriorityClass(t *testing.T) {
+	nodes := []*corev1.Node{fitNode("worker-1"), fitNode("worker-2")}
+	db := fitPod("apps", "db-0", "worker-1", "1", "1Gi", "")
+	db.Spec.Priority = new(int32(1000))
+	apiserver := fitPod("kube-system", "kube-apiserver-worker-2", "worker-2", "250m", "256Mi", "")
+	apiserver.Spec.Priority = new(int32(2000001000)) // system-node-critical: left out of the floor
+	otherAgent := fitPod("logging", "fluent-bit-abc", "worker-2", "100m", "64Mi", "fluent-bit")
+	otherAgent.Spec.Priority = new(int32(5000)) // a DaemonSet's Pod: left out of the floor
+	build := func(pods ...*corev1.Pod) *fit.Cluster {
+		b := fit.NewBuilder()
+		for _, n := range nodes {
+			b.AddNode(n)
+		}
+		for _, p := range pods {
+			if err := b.AddPod(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return b.Build()
+	}
+	withClass := func(name string) func(*appsv1.DaemonSet) {
+		return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.PriorityClassName = name }
+	}
+	for _, tc := range []struct {
+		name     string
+		ds       *appsv1.DaemonSet
+		pods     []*corev1.Pod
+		minValue *int32
+		hide     bool
+		want     []wantFinding
+	}{
+		{name: "no workload Pods, no floor", ds: testobj.DS(), pods: []*corev1.Pod{apiserver, otherAgent}},
+		{name: "system-node-critical is above every workload", ds: testobj.DS(withClass("system-node-critical")),
+			pods: []*corev1.Pod{db, apiserver, otherAgent}},
+		{
+			name: "no class, below the database", ds: testobj.DS(), pods: []*corev1.Pod{db, apiserver, otherAgent},
+			want: []wantFinding{{field: "spec.template.spec.priorityClassName",
+				prefix: "no priorityClassName: its Pods get priority 0, not above 1000, the priority of apps/db-0 " +
+					"(the most important Pod no DaemonSet controls): the scheduler preempts only Pods of lower priority"}},
+		},
+		{
+			name: "hidden names", ds: testobj.DS(), pods: []*corev1.Pod{db}, hide: true,
+			want: []wantFinding{{field: "spec.template.spec.priorityClassName",
+				msg: []string{"not above 1000, the priority of a Pod"}, absent: []string{"db-0"}}},
+		},
+		{
+			name: "the policy's minValue", ds: testobj.DS(withClass("system-cluster-critical")), pods: []*corev1.Pod{db},
+			minValue: new(int32(2000001000)),
+			want: []wantFinding{{field: "spec.template.spec.priorityClassName",
+				prefix: `priorityClassName "system-cluster-critical" gives its Pods priority 2000000000, below the policy's minValue 2000001000`}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := nodeEnv(coverage.NewNodeSnapshot(nodes))
+			env.Fit, env.HideNodeNames = build(tc.pods...), tc.hide
+			assertFindings(t, checkPriorityClass(tc.ds, env, &PriorityClassParams{MinValue: tc.minValue}), tc.want)
+		})
+	}
+}
