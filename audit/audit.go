@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -27,6 +28,9 @@ type Input struct {
 	GapSince map[types.NamespacedName]time.Time
 	// Window turns a gap older than this into a persistent gap.
 	Window time.Duration
+	// Fit is what the scheduler weighs on the nodes (the cluster's Pods and
+	// PriorityClasses); nil leaves resource-fit and priority-class out.
+	Fit *fit.Cluster
 }
 
 // GapClock remembers when each DaemonSet's current gap (ready < desired) was
@@ -81,6 +85,10 @@ type Entry struct {
 	// policy with exemptions.allowedGroups, which only admission can apply.
 	GroupsNotChecked bool
 	Findings         []policy.Finding
+	// Fit is what the scheduler does with a new Pod of the DaemonSet on each
+	// node it covers (its own old Pod counted as gone); nil without
+	// Input.Fit.
+	Fit *fit.Report
 	// Investigation is filled by the caller for entries with a gap.
 	Investigation []coverage.NodeDiagnosis
 }
@@ -102,7 +110,7 @@ func Run(in Input) []Entry {
 	out := make([]Entry, 0, len(in.DaemonSets))
 	for _, ds := range in.DaemonSets {
 		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes}
+		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes, Fit: in.Fit}
 		e := Entry{
 			DaemonSet: ds,
 			Status:    AssessStatus(ds, in.GapSince[key], in.Now, in.Window),
@@ -113,6 +121,7 @@ func Run(in Input) []Entry {
 			e.Coverage = *cov
 			e.Skipped = e.Coverage.GapNodes()
 		}
+		e.Fit = env.FitReport(ds)
 		e.Findings = policy.Evaluate(ds, env)
 		// Only the annotations that take effect: the namespace gate
 		// applies here as at admission, so an intended coverage it voids
@@ -222,6 +231,9 @@ type jsonAuditEntry struct {
 	GroupsNotChecked bool                     `json:"groupsNotChecked,omitempty"`
 	Investigation    []coverage.NodeDiagnosis `json:"investigation"`
 	Findings         []policy.Finding         `json:"findings"`
+	// Fit is present when the cluster's Pods were read (dsguard audit
+	// --fit): each covered node's outcome for a new Pod.
+	Fit *fit.Report `json:"fit,omitempty"`
 }
 
 type jsonExemption struct {
@@ -260,6 +272,7 @@ func WriteJSON(w io.Writer, entries []Entry, nodesKnown bool) error {
 			Namespace: e.DaemonSet.Namespace, Name: e.DaemonSet.Name, Status: e.DaemonSet.Status,
 			State: e.Status.State, Reason: e.Status.Reason, Gap: e.Status.Gap, HasGap: e.HasGap(),
 			Intended: e.Intended, GroupsNotChecked: e.GroupsNotChecked, Investigation: e.Investigation, Findings: e.Findings,
+			Fit: e.Fit,
 		}
 		for _, x := range e.Exemptions {
 			j.Exemptions = append(j.Exemptions, jsonExemption{Rule: x.Rule, Reason: x.Reason, Expires: x.LastDay()})

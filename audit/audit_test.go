@@ -9,10 +9,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -121,4 +123,54 @@ func TestGapClock_Observe(t *testing.T) {
 	if len(g) != 0 {
 		t.Errorf("a DaemonSet that is gone must be forgotten: %v", g)
 	}
+}
+
+// TestAudit_Fit: with the cluster's Pods the audit says, per DaemonSet,
+// whether a new Pod lands on each node it covers, and the fit rules judge it;
+// without them neither appears.
+func TestAudit_Fit(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Status: corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}}}
+	db := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "apps"},
+		Spec: corev1.PodSpec{NodeName: "worker-1", Priority: new(int32(1000)), Containers: []corev1.Container{{Name: "db",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("3Gi")}}}}}}
+	b := fit.NewBuilder()
+	b.AddNode(node)
+	if err := b.AddPod(db); err != nil {
+		t.Fatal(err)
+	}
+	cluster := b.Build()
+	ds := auditDS("big", 1, 0, corev1.Toleration{Operator: corev1.TolerationOpExists})
+	ds.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}
+	in := Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: coverage.NewNodeSnapshot([]*corev1.Node{node}),
+		Policy: rules.Builtin().Default(), Now: time.Now()}
+
+	without := Run(in)[0]
+	if without.Fit != nil || hasRule(without, "resource-fit") || hasRule(without, "priority-class") {
+		t.Fatalf("without the cluster's Pods: fit %+v, findings %+v", without.Fit, without.Findings)
+	}
+	in.Fit = cluster
+	e := Run(in)[0]
+	if e.Fit == nil || len(e.Fit.Outcomes) != 1 || e.Fit.Outcomes[0].Kind != fit.DoesNotFit {
+		t.Fatalf("fit %+v, want does-not-fit on worker-1", e.Fit)
+	}
+	if !hasRule(e, "resource-fit") || !hasRule(e, "priority-class") {
+		t.Errorf("findings %+v, want resource-fit and priority-class", e.Findings)
+	}
+	var out bytes.Buffer
+	if err := WriteJSON(&out, []Entry{e}, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"kind": "does-not-fit"`) {
+		t.Errorf("the JSON audit lacks the fit outcome:\n%s", out.String())
+	}
+}
+
+func hasRule(e Entry, id string) bool {
+	for _, f := range e.Findings {
+		if f.RuleID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,7 @@ import (
 	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
@@ -38,6 +40,7 @@ type auditOptions struct {
 	interval, window time.Duration
 	configFile       string
 	dsguardNamespace string
+	fit              bool
 }
 
 func newAuditCommand() *cobra.Command {
@@ -82,6 +85,8 @@ func newAuditCommand() *cobra.Command {
 	f.DurationVar(&o.window, "gap-window", 5*time.Minute, "a gap lasting longer than this is persistent")
 	f.StringVar(&o.configFile, "config", "", "policy file (PolicyConfig YAML)")
 	f.StringVar(&o.dsguardNamespace, "dsguard-namespace", "dsguard-system", "namespace of the dsguard-policy ConfigMap")
+	f.BoolVar(&o.fit, "fit", true, "read the cluster's Pods, PriorityClasses and Namespaces to predict whether each DaemonSet's "+
+		"Pods land on the nodes they cover (rules resource-fit and priority-class); --fit=false on clusters too large to list every Pod")
 	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("wide", "json", "yaml", "name", "jsonpath=", "go-template="))
 	return cmd
 }
@@ -115,7 +120,7 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 	}
 	gaps := audit.GapClock{}
 	for {
-		pass, err := auditOnce(ctx, c, pol, namespace, name, sel, gaps, o.window)
+		pass, err := auditOnce(ctx, c, pol, namespace, name, sel, gaps, o)
 		if err != nil {
 			return err
 		}
@@ -215,12 +220,16 @@ func writeAudit(w io.Writer, o *auditOptions, pass *auditPass) error {
 }
 
 // writeAuditPlacements prints, below the wide table, where each DaemonSet
-// runs and why it skips every other node.
+// runs and why it skips every other node, and whether a new Pod lands on
+// each node it covers.
 func writeAuditPlacements(w io.Writer, pass *auditPass) error {
 	var b strings.Builder
 	for i, p := range pass.placements() {
 		fmt.Fprintf(&b, "\n%s placement:\n", pass.entries[i].Key())
 		check.WritePlacement(&b, p, "  ")
+		if r := pass.entries[i].Fit; r != nil {
+			check.WriteFit(&b, r, "  ")
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -256,7 +265,7 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 }
 
 func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string, sel labels.Selector,
-	gaps audit.GapClock, window time.Duration) (*auditPass, error) {
+	gaps audit.GapClock, o *auditOptions) (*auditPass, error) {
 	var dsList appsv1.DaemonSetList
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if sel != nil {
@@ -287,7 +296,14 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 	}
 	now := time.Now()
 	gaps.Observe(dss, now)
-	entries := audit.Run(audit.Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: window})
+	var cluster *fit.Cluster
+	if o.fit {
+		var err error
+		if cluster, err = readFitCluster(ctx, c, nodes); err != nil {
+			return nil, err
+		}
+	}
+	entries := audit.Run(audit.Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: o.window, Fit: cluster})
 	for i := range entries {
 		if entries[i].Status.Gap > 0 {
 			if err := audit.InvestigateGap(ctx, c, &entries[i], snap); err != nil {
@@ -296,4 +312,41 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 		}
 	}
 	return &auditPass{entries: entries, snap: snap, nodes: byName}, nil
+}
+
+// readFitCluster lists what the scheduler weighs: the Pods (reduced as they
+// are added), PriorityClasses and Namespaces. A user who may not list them
+// gets the audit without fit, and a note on stderr.
+func readFitCluster(ctx context.Context, c client.Client, nodes []*corev1.Node) (*fit.Cluster, error) {
+	b := fit.NewBuilder()
+	for _, n := range nodes {
+		b.AddNode(n)
+	}
+	var pods corev1.PodList
+	var classes schedulingv1.PriorityClassList
+	var namespaces corev1.NamespaceList
+	for _, l := range []struct {
+		what string
+		list client.ObjectList
+	}{{"Pods", &pods}, {"PriorityClasses", &classes}, {"Namespaces", &namespaces}} {
+		if err := c.List(ctx, l.list); err != nil {
+			if apierrors.IsForbidden(err) {
+				fmt.Fprintf(os.Stderr, "note: cannot list %s (%v): resource-fit and priority-class left out; --fit=false says it is meant\n", l.what, err)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("listing %s: %w", l.what, err)
+		}
+	}
+	for i := range pods.Items {
+		if err := b.AddPod(&pods.Items[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range classes.Items {
+		b.AddPriorityClass(&classes.Items[i])
+	}
+	for i := range namespaces.Items {
+		b.AddNamespace(&namespaces.Items[i])
+	}
+	return b.Build(), nil
 }
