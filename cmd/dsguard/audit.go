@@ -83,7 +83,7 @@ func newAuditCommand() *cobra.Command {
 	f.BoolVarP(&o.watch, "watch", "w", false, "audit again every --interval, tracking how long each gap has lasted")
 	f.DurationVar(&o.interval, "interval", 15*time.Second, "time between audits with --watch")
 	f.DurationVar(&o.window, "gap-window", 5*time.Minute, "a gap lasting longer than this is persistent")
-	f.StringVar(&o.configFile, "config", "", "policy file (PolicyConfig YAML)")
+	f.StringVar(&o.configFile, "config", "", policyFileUsage+"; without it, the cluster's dsguard-policy ConfigMap")
 	f.StringVar(&o.dsguardNamespace, "dsguard-namespace", "dsguard-system", "namespace of the dsguard-policy ConfigMap")
 	f.BoolVar(&o.fit, "fit", true, "read the cluster's Pods, PriorityClasses and Namespaces to predict whether each DaemonSet's "+
 		"Pods land on the nodes they cover (rules resource-fit and priority-class); --fit=false on clusters too large to list every Pod")
@@ -239,20 +239,17 @@ func writeAuditPlacements(w io.Writer, pass *auditPass) error {
 // judges live objects by the same rules.
 func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy.Policy, error) {
 	if o.configFile != "" {
-		data, err := os.ReadFile(o.configFile)
-		if err != nil {
-			return nil, err
-		}
-		p, err := rules.Builtin().Parse(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.configFile, err)
-		}
-		return p, nil
+		return loadPolicy(o.configFile, "policy.yaml", os.Stdin)
 	}
 	var cm corev1.ConfigMap
 	err := c.Get(ctx, types.NamespacedName{Namespace: o.dsguardNamespace, Name: "dsguard-policy"}, &cm)
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		// Said loudly: judging with the defaults may differ from what the
+		// cluster's dsguard enforces.
+		fmt.Fprintf(os.Stderr, "WARNING: no policy read from ConfigMap %s/dsguard-policy (%v): judging with dsguard's "+
+			"built-in default policy, which may differ from the cluster's; pass --config (a PolicyConfig, the ConfigMap "+
+			"or the chart's values) or --dsguard-namespace\n", o.dsguardNamespace, err)
 		return rules.Builtin().Default(), nil
 	case err != nil:
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,7 +67,7 @@ func newCheckCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.files, "filename", "f", nil, "manifest file, directory (recursive), chart, kustomization or - for stdin; repeatable (paths may also be given as arguments)")
-	f.StringVar(&o.configFile, "config", "", "policy file (PolicyConfig YAML); built-in defaults when not set")
+	f.StringVar(&o.configFile, "config", "", policyFileUsage)
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit or github")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
@@ -94,15 +93,9 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	if failOn != policy.ActionDeny && failOn != policy.ActionWarn {
 		return fmt.Errorf("unknown --fail-on %q (want deny or warn)", o.failOn)
 	}
-	pol := rules.Builtin().Default()
-	if o.configFile != "" {
-		data, err := os.ReadFile(o.configFile)
-		if err != nil {
-			return err
-		}
-		if pol, err = rules.Builtin().Parse(data); err != nil {
-			return fmt.Errorf("%s: %w", o.configFile, err)
-		}
+	pol, err := loadPolicy(o.configFile, "policy.yaml", cmd.InOrStdin())
+	if err != nil {
+		return err
 	}
 	in := check.Input{
 		Paths: paths, Stdin: cmd.InOrStdin(), Namespace: o.namespace, FailOn: failOn,

@@ -3,16 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dsguard/dsguard/policy"
-	"github.com/dsguard/dsguard/policy/rules"
 	"github.com/dsguard/dsguard/vap"
 )
 
@@ -44,7 +41,7 @@ func newVAPCommand() *cobra.Command {
 			if o.confine != "" {
 				return writeConfinement(cmd.OutOrStdout(), o.confine)
 			}
-			cfg, err := loadPolicyDocument(o.configFile, o.policyKey)
+			cfg, err := loadPolicyDocument(o.configFile, o.policyKey, cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -68,7 +65,7 @@ func newVAPCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.configFile, "config", "", "policy file: a PolicyConfig document, or a ConfigMap holding one (- for standard input); built-in defaults when not set")
+	f.StringVar(&o.configFile, "config", "", policyFileUsage)
 	f.StringVar(&o.policyKey, "policy-key", "policy.yaml", "key of the policy document when --config is a ConfigMap")
 	f.StringVarP(&o.namespace, "namespace", "n", "dsguard-system", "dsguard's own namespace, never judged")
 	f.StringSliceVar(&o.excluded, "exclude-namespace", nil, "namespace whose DaemonSets are never judged (repeatable)")
@@ -105,41 +102,4 @@ func writeConfinement(w io.Writer, user string) error {
 		fmt.Fprintf(w, "%s", out)
 	}
 	return nil
-}
-
-// loadPolicyDocument reads a PolicyConfig document, or the document inside
-// a ConfigMap, and validates it like the webhook does.
-func loadPolicyDocument(file, key string) (*policy.Config, error) {
-	if file == "" {
-		return rules.Builtin().DefaultConfig(), nil
-	}
-	var data []byte
-	var err error
-	if file == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(file)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if err := yaml.Unmarshal(data, &head); err == nil && head.Kind == "ConfigMap" {
-		var cm corev1.ConfigMap
-		if err := yaml.Unmarshal(data, &cm); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		doc, ok := cm.Data[key]
-		if !ok {
-			return nil, fmt.Errorf("%s: ConfigMap %s has no key %q", file, cm.Name, key)
-		}
-		data = []byte(doc)
-	}
-	cfg, err := rules.Builtin().ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return cfg, nil
 }
