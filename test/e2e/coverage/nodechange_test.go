@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -24,6 +25,16 @@ import (
 // scenario's nodes (taints added and lifted, labels changed, nodes added and
 // removed, unschedulable flipped), predicts again on the nodes as stored,
 // and compares with what the controller does next.
+//
+// Kubernetes 1.37's DaemonSet controller handles a node update in a queue
+// of its own (syncNodeUpdate) that re-syncs a DaemonSet only when the
+// Pods indexed to that node by spec.nodeName call for it. No scheduler runs
+// here, so the daemon Pods stay unbound and that path never fires; and even
+// with bound Pods, a node that gains a NoSchedule taint its Pod keeps
+// running through re-syncs nothing, leaving desiredNumberScheduled stale.
+// So once the nodes are written, the test nudges each DaemonSet (an
+// annotation, which changes no template) until it agrees or the deadline
+// passes: every sync then starts from the controller's current nodes.
 //
 // The prediction says where the controller wants Pods (Eligible). A Pod the
 // DaemonSet already has on a node that stops qualifying only because of a
@@ -372,6 +383,8 @@ func waitForController(t *testing.T, b int, batch []*result, exp []*expectation,
 	ctx := t.Context()
 	seen := make([]*statusAndPods, len(batch))
 	deadline := time.Now().Add(timeout)
+	var nudged time.Time // zero: nudge once the first poll disagrees
+	nudges := 0
 	for {
 		if !kcm.Running() {
 			t.Fatalf("kube-controller-manager is gone:\n%s", tail(kcm.Log(), 40))
@@ -411,8 +424,34 @@ func waitForController(t *testing.T, b int, batch []*result, exp []*expectation,
 			t.Logf("batch %d: after %s %d scenarios still disagree", b, timeout, pending)
 			return seen
 		}
+		if time.Since(nudged) > nudgeEvery {
+			nudges++
+			var disagreeing []*result
+			for i, res := range batch {
+				if !exp[i].agrees(seen[i]) {
+					disagreeing = append(disagreeing, res)
+				}
+			}
+			if err := parallel(len(disagreeing), func(i int) error { return nudge(ctx, disagreeing[i].ds.Name, nudges) }); err != nil {
+				t.Fatal(err)
+			}
+			nudged = time.Now()
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// nudgeEvery is how often waitForController nudges the DaemonSets that
+// still disagree: the controller's node informer may not have had the
+// changes at the last nudge.
+const nudgeEvery = 3 * time.Second
+
+// nudge makes the controller sync a DaemonSet now: an annotation changes
+// neither the template nor the generation, so no rollout starts.
+func nudge(ctx context.Context, name string, n int) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"dsguard.io/nudge":"%d"}}}`, n)
+	_, err := client.AppsV1().DaemonSets(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 // roundReport describes a round for a failure message: the changes, the
