@@ -281,22 +281,6 @@ func applyChanges(ctx context.Context, res *result, changes []nodeChange) error 
 	return nil
 }
 
-// keepsPod reports whether the controller leaves the DaemonSet's existing
-// Pod on a node it no longer wants one on: the node still matches nodeName,
-// selector and affinity, and every NoExecute taint there is tolerated.
-func keepsPod(res *result, node *corev1.Node) bool {
-	if d := coverage.Decide(res.ds, node); d.Eligible || d.Kind != coverage.SkipTaint {
-		return false
-	}
-	spec := &res.ds.Spec.Template.Spec
-	for i := range node.Spec.Taints {
-		if t := &node.Spec.Taints[i]; t.Effect == corev1.TaintEffectNoExecute && !coverage.ToleratedByDaemonPod(spec, t) {
-			return false
-		}
-	}
-	return true
-}
-
 // expectation is what a round's controller must end at for one scenario.
 type expectation struct {
 	changes   []nodeChange
@@ -339,7 +323,7 @@ func runNodeRounds(t *testing.T, seed uint64, b, rounds int, batch []*result, st
 			e.eligible = e.predicted.Eligible
 			e.podNodes = eligibleNodes(res.nodes, e.predicted)
 			for _, n := range res.nodes {
-				if slices.Contains(e.before, n.Name) && keepsPod(res, n) {
+				if slices.Contains(e.before, n.Name) && !slices.Contains(e.podNodes, n.Name) && coverage.KeepsRunning(res.ds, n) {
 					e.kept = append(e.kept, n.Name)
 				}
 			}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsguard/dsguard/coverage"
+)
+
+// nodeChangeKind is what `dsguard taint` and `dsguard label` change.
+type nodeChangeKind struct {
+	use, what, example string
+	apply              func(node *corev1.Node, spec string) error
+}
+
+var (
+	taintChange = nodeChangeKind{
+		use: "taint NODE KEY[=VALUE]:EFFECT | KEY[:EFFECT]- ...", what: "taints",
+		example: "  kubectl dsguard taint infra-4 dedicated=infra:NoSchedule\n" +
+			"  kubectl dsguard taint infra-4 dedicated=infra:NoExecute\n" +
+			"  kubectl dsguard taint cp-1 node-role.kubernetes.io/control-plane:NoSchedule-",
+		apply: applyTaint,
+	}
+	labelChange = nodeChangeKind{
+		use: "label NODE KEY=VALUE | KEY- ...", what: "labels",
+		example: "  kubectl dsguard label worker-7 pool=gpu\n  kubectl dsguard label worker-7 pool-",
+		apply:   applyLabel,
+	}
+)
+
+func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
+	var output string
+	var exitCode bool
+	cmd := &cobra.Command{
+		Use:   kind.use,
+		Short: "Say what changing a node's " + kind.what + " would do to the DaemonSets, without changing it",
+		Long: "Applies the change to a copy of the node, in the arguments' syntax of kubectl " + strings.Fields(kind.use)[0] +
+			", and says, for\nevery DaemonSet it alters, what the DaemonSet controller will do: a Pod deleted now (a selector that\n" +
+			"no longer matches, an untolerated NoExecute taint), a Pod that keeps running until it is restarted and\n" +
+			"then never comes back (an untolerated NoSchedule taint), no Pod there any more, or a Pod gained.\n" +
+			"Nothing in the cluster is changed. --exit-code exits 1 when any DaemonSet loses the node.",
+		Example: kind.example,
+		Args:    cobra.MinimumNArgs(2),
+	}
+	flags := newClusterFlags(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "", "output format: (text) or json")
+	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when any DaemonSet loses the node")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if output != "" && output != "json" {
+			return fmt.Errorf("unknown output format %q (want text or json)", output)
+		}
+		c, err := flags.client()
+		if err != nil {
+			return err
+		}
+		var node corev1.Node
+		if err := c.Get(cmd.Context(), types.NamespacedName{Name: args[0]}, &node); err != nil {
+			return fmt.Errorf("node %s: %w", args[0], err)
+		}
+		changed := node.DeepCopy()
+		for _, spec := range args[1:] {
+			if err := kind.apply(changed, spec); err != nil {
+				return err
+			}
+		}
+		var dss appsv1.DaemonSetList
+		if err := c.List(cmd.Context(), &dss); err != nil {
+			return fmt.Errorf("listing DaemonSets: %w", err)
+		}
+		var pods corev1.PodList
+		if err := c.List(cmd.Context(), &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+			return fmt.Errorf("listing the Pods on %s: %w", node.Name, err)
+		}
+		r := judgeNodeChange(&node, changed, dss.Items, pods.Items)
+		r.Change = strings.Join(args[1:], " ")
+		if output == "json" {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			err = enc.Encode(r)
+		} else {
+			err = r.write(cmd.OutOrStdout(), kind.what)
+		}
+		if err != nil {
+			return err
+		}
+		if exitCode && r.Loses() > 0 {
+			return exitError{code: 1}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// nodeChangeReport is what a node change does, DaemonSet by DaemonSet.
+type nodeChangeReport struct {
+	Node   string `json:"node"`
+	Change string `json:"change"`
+	// DaemonSets lists those the change alters, by namespace and name.
+	DaemonSets []daemonSetImpact `json:"daemonSets"`
+	// Unaffected counts the others.
+	Unaffected int `json:"unaffected"`
+}
+
+type daemonSetImpact struct {
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	Impact    coverage.Impact `json:"impact"`
+	Why       string          `json:"why"`
+}
+
+// Loses counts the DaemonSets that lose the node, now or on restart.
+func (r *nodeChangeReport) Loses() int {
+	n := 0
+	for _, d := range r.DaemonSets {
+		if d.Impact != coverage.ImpactGains {
+			n++
+		}
+	}
+	return n
+}
+
+// judgeNodeChange judges every DaemonSet on the node before and after the
+// change; pods are the Pods bound to the node.
+func judgeNodeChange(before, after *corev1.Node, dss []appsv1.DaemonSet, pods []corev1.Pod) *nodeChangeReport {
+	running := map[types.NamespacedName]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "DaemonSet" && p.DeletionTimestamp == nil {
+			running[types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}] = true
+		}
+	}
+	r := &nodeChangeReport{Node: before.Name, DaemonSets: []daemonSetImpact{}}
+	for i := range dss {
+		ds := &dss[i]
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		im := coverage.ImpactOf(ds, before, after, running[key])
+		if im.Impact == coverage.ImpactNone {
+			r.Unaffected++
+			continue
+		}
+		r.DaemonSets = append(r.DaemonSets, daemonSetImpact{Namespace: ds.Namespace, Name: ds.Name, Impact: im.Impact,
+			Why: impactWhy(im, before.Name)})
+	}
+	slices.SortFunc(r.DaemonSets, func(a, b daemonSetImpact) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return r
+}
+
+// impactWhy says it for the person about to change the node.
+func impactWhy(im coverage.NodeImpact, node string) string {
+	reason := "no longer matches its nodeSelector or node affinity"
+	switch im.Decision.Kind {
+	case coverage.SkipTaint:
+		t := im.Decision.Taint
+		reason = "does not tolerate " + t.ToString()
+	case coverage.SkipNodeName:
+		reason = "is pinned to another node by nodeName"
+	case coverage.SkipOSArch:
+		reason = "does not select the node's operating system or architecture"
+	}
+	switch im.Impact {
+	case coverage.ImpactGains:
+		return "the node now qualifies: the controller makes a Pod on " + node
+	case coverage.ImpactLostOnRestart:
+		return reason + ": its Pod keeps running until it is restarted, evicted or updated, then never comes back on " + node
+	case coverage.ImpactRemoved:
+		if im.Decision.Kind == coverage.SkipTaint {
+			return reason + ": its Pod on " + node + " is evicted now"
+		}
+		return reason + ": its Pod on " + node + " is deleted now"
+	case coverage.ImpactNoLongerPlaced:
+		return reason + ": no Pod will be made on " + node
+	}
+	return ""
+}
+
+func (r *nodeChangeReport) write(w io.Writer, what string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s on node %s: %s (nothing was changed)\n", what, r.Node, r.Change)
+	for _, d := range r.DaemonSets {
+		fmt.Fprintf(&b, "  %s/%s %s\n", d.Namespace, d.Name, d.Why)
+	}
+	fmt.Fprintf(&b, "DaemonSets losing %s: %d, gaining it: %d, unaffected: %d\n", r.Node, r.Loses(), len(r.DaemonSets)-r.Loses(), r.Unaffected)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// applyTaint applies one argument of kubectl taint: KEY[=VALUE]:EFFECT adds
+// or replaces the taint of that key and effect; KEY:EFFECT- and KEY- remove
+// it, or every taint of the key.
+func applyTaint(node *corev1.Node, spec string) error {
+	if key, ok := strings.CutSuffix(spec, "-"); ok {
+		key, effect, _ := strings.Cut(key, ":")
+		n := len(node.Spec.Taints)
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == key && (effect == "" || string(t.Effect) == effect)
+		})
+		if len(node.Spec.Taints) == n {
+			return fmt.Errorf("taint %q not found on node %s", spec, node.Name)
+		}
+		return nil
+	}
+	kv, effect, ok := strings.Cut(spec, ":")
+	if !ok {
+		return fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-", spec)
+	}
+	switch e := corev1.TaintEffect(effect); e {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", spec, effect)
+	}
+	key, value, _ := strings.Cut(kv, "=")
+	if key == "" {
+		return fmt.Errorf("taint %q: empty key", spec)
+	}
+	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) })
+	node.Spec.Taints = append(node.Spec.Taints, t)
+	return nil
+}
+
+// applyLabel applies one argument of kubectl label: KEY=VALUE sets, KEY-
+// removes.
+func applyLabel(node *corev1.Node, spec string) error {
+	if key, ok := strings.CutSuffix(spec, "-"); ok && !strings.Contains(key, "=") {
+		if _, has := node.Labels[key]; !has {
+			return fmt.Errorf("label %q not found on node %s", key, node.Name)
+		}
+		delete(node.Labels, key)
+		return nil
+	}
+	key, value, ok := strings.Cut(spec, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("label %q: want KEY=VALUE or KEY-", spec)
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[key] = value
+	return nil
+}

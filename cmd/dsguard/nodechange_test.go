@@ -1,0 +1,110 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/internal/testobj"
+)
+
+func TestApplyTaintAndLabel(t *testing.T) {
+	base := func() *corev1.Node {
+		return testobj.Node("infra-4", testobj.NodeLabels("pool", "infra"),
+			testobj.NodeTaints(corev1.Taint{Key: "dedicated", Value: "old", Effect: corev1.TaintEffectNoSchedule}))
+	}
+	for _, tc := range []struct {
+		apply   func(*corev1.Node, string) error
+		spec    string
+		want    string // taints, or the pool label, after
+		wantErr string
+	}{
+		{applyTaint, "dedicated=infra:NoSchedule", "[dedicated=infra:NoSchedule]", ""},
+		{applyTaint, "gpu:NoExecute", "[dedicated=old:NoSchedule gpu:NoExecute]", ""},
+		{applyTaint, "dedicated:NoSchedule-", "[]", ""},
+		{applyTaint, "dedicated-", "[]", ""},
+		{applyTaint, "other-", "", `taint "other-" not found`},
+		{applyTaint, "dedicated=infra:Sometimes", "", "is not NoSchedule, PreferNoSchedule or NoExecute"},
+		{applyTaint, "dedicated=infra", "", "want KEY[=VALUE]:EFFECT"},
+		{applyLabel, "pool=gpu", "gpu", ""},
+		{applyLabel, "pool-", "", ""},
+		{applyLabel, "zone-", "", `label "zone" not found`},
+		{applyLabel, "pool", "", "want KEY=VALUE or KEY-"},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			n := base()
+			err := tc.apply(n, tc.spec)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if strings.Contains(tc.spec, ":") || strings.HasPrefix(tc.spec, "dedicated") {
+				var parts []string
+				for _, t := range n.Spec.Taints {
+					parts = append(parts, t.ToString())
+				}
+				got = "[" + strings.Join(parts, " ") + "]"
+			} else {
+				got = n.Labels["pool"]
+			}
+			if got != tc.want {
+				t.Errorf("after %s: %q, want %q", tc.spec, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJudgeNodeChange(t *testing.T) {
+	before := testobj.Node("infra-4", testobj.NodeLabels("pool", "infra"))
+	after := before.DeepCopy()
+	if err := applyTaint(after, "dedicated=infra:NoSchedule"); err != nil {
+		t.Fatal(err)
+	}
+	named := func(name string, mutators ...func(*appsv1.DaemonSet)) appsv1.DaemonSet {
+		ds := testobj.DS(mutators...)
+		ds.Name = name
+		return *ds
+	}
+	dss := []appsv1.DaemonSet{
+		named("istio-cni-node", testobj.WithTolerations()),
+		named("node-exporter"), // tolerates everything
+		named("csi-plugin", testobj.WithTolerations()),
+	}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "istio-cni-node-x", Namespace: "monitoring",
+		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "istio-cni-node", Controller: new(true)}}},
+		Spec: corev1.PodSpec{NodeName: "infra-4"}}
+	r := judgeNodeChange(before, after, dss, []corev1.Pod{pod})
+	if r.Unaffected != 1 || len(r.DaemonSets) != 2 || r.Loses() != 2 {
+		t.Fatalf("report %+v, want csi-plugin and istio-cni-node losing the node, node-exporter unaffected", r)
+	}
+	want := []struct {
+		name   string
+		impact coverage.Impact
+		why    string
+	}{
+		{"csi-plugin", coverage.ImpactNoLongerPlaced, "does not tolerate dedicated=infra:NoSchedule: no Pod will be made on infra-4"},
+		{"istio-cni-node", coverage.ImpactLostOnRestart, "does not tolerate dedicated=infra:NoSchedule: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4"},
+	}
+	for i, w := range want {
+		if d := r.DaemonSets[i]; d.Name != w.name || d.Impact != w.impact || d.Why != w.why {
+			t.Errorf("DaemonSet %d: %+v, want %+v", i, d, w)
+		}
+	}
+	var out strings.Builder
+	if err := r.write(&out, "taints"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "DaemonSets losing infra-4: 2, gaining it: 0, unaffected: 1") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

@@ -1,0 +1,78 @@
+package coverage
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// KeepsRunning reports whether the DaemonSet controller leaves a daemon
+// Pod that already runs on node there (NodeShouldRunDaemonPod's
+// shouldContinueRunning): the node matches nodeName, selector and
+// affinity, and every NoExecute taint on it is tolerated. A NoSchedule taint
+// only keeps new Pods away.
+func KeepsRunning(ds *appsv1.DaemonSet, node *corev1.Node) bool {
+	d := Decide(ds, node)
+	if d.Eligible {
+		return true
+	}
+	if node == nil || d.Kind != SkipTaint {
+		return false
+	}
+	spec := &ds.Spec.Template.Spec
+	for i := range node.Spec.Taints {
+		if t := &node.Spec.Taints[i]; t.Effect == corev1.TaintEffectNoExecute && !ToleratedByDaemonPod(spec, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// Impact is what a change to a node does to one DaemonSet there.
+type Impact string
+
+// The impacts, from the DaemonSet's point of view.
+const (
+	// ImpactNone: the change alters nothing for the DaemonSet.
+	ImpactNone Impact = ""
+	// ImpactGains: the node now qualifies; the controller makes a Pod.
+	ImpactGains Impact = "gains"
+	// ImpactRemoved: the node no longer qualifies and the Pod there is
+	// deleted now (a selector that no longer matches, an untolerated
+	// NoExecute taint).
+	ImpactRemoved Impact = "removed"
+	// ImpactLostOnRestart: the node no longer qualifies, but the Pod
+	// there keeps running (an untolerated NoSchedule taint); once it is
+	// restarted, evicted or updated, it never comes back.
+	ImpactLostOnRestart Impact = "lost-on-restart"
+	// ImpactNoLongerPlaced: the node no longer qualifies; no Pod runs
+	// there now, and none will be made.
+	ImpactNoLongerPlaced Impact = "no-longer-placed"
+)
+
+// NodeImpact is what changing a node from before to after does to ds,
+// whose Pod runs on it when hasPod; Decision says why after does not
+// qualify.
+type NodeImpact struct {
+	Impact   Impact
+	Decision NodeDecision
+}
+
+// ImpactOf judges a change of one node (nil after: the node is removed) for
+// a DaemonSet, as the DaemonSet controller will act on it.
+func ImpactOf(ds *appsv1.DaemonSet, before, after *corev1.Node, hasPod bool) NodeImpact {
+	was, now := Decide(ds, before), Decide(ds, after)
+	out := NodeImpact{Decision: now}
+	keptBefore := hasPod && KeepsRunning(ds, before)
+	keptAfter := hasPod && KeepsRunning(ds, after)
+	switch {
+	case now.Eligible && !was.Eligible && !hasPod:
+		out.Impact = ImpactGains
+	case keptBefore && !keptAfter:
+		out.Impact = ImpactRemoved
+	case hasPod && was.Eligible && !now.Eligible:
+		out.Impact = ImpactLostOnRestart
+	case !hasPod && was.Eligible && !now.Eligible:
+		out.Impact = ImpactNoLongerPlaced
+	}
+	return out
+}
