@@ -99,7 +99,7 @@ func TestCoverageMatchesDaemonSetController(t *testing.T) {
 		}
 		removeBatch(t, batch)
 		if t.Failed() && st.failed+rst.failed >= 10 {
-			t.Logf("stopping after %d failed scenarios", st.failed)
+			t.Logf("stopping after %d failed scenarios and %d failed node-change rounds", st.failed, rst.failed)
 			break
 		}
 	}
