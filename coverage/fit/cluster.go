@@ -117,9 +117,6 @@ func (c *Cluster) WorkloadPriority() (priority int32, pod string, ok bool) {
 	return c.workload.Priority, c.workload.Key, true
 }
 
-// Node returns the named node, or nil.
-func (c *Cluster) Node(name string) *Node { return c.nodes[name] }
-
 // Pods is the number of Pods the nodes hold.
 func (c *Cluster) Pods() int { return c.pods }
 
