@@ -158,17 +158,12 @@ func judgeNodeChange(before, after *corev1.Node, dss []appsv1.DaemonSet, pods []
 	return r
 }
 
-// impactWhy says it for the person about to change the node.
+// impactWhy says it for the person about to change the node, in the
+// words of the skip reasons check and audit print.
 func impactWhy(im coverage.NodeImpact, node string) string {
-	reason := "no longer matches its nodeSelector or node affinity"
-	switch im.Decision.Kind {
-	case coverage.SkipTaint:
-		t := im.Decision.Taint
-		reason = "does not tolerate " + t.ToString()
-	case coverage.SkipNodeName:
-		reason = "is pinned to another node by nodeName"
-	case coverage.SkipOSArch:
-		reason = "does not select the node's operating system or architecture"
+	reason := "the node is removed"
+	if im.Decision.Kind != "" {
+		reason = coverage.Skip{Kind: im.Decision.Kind, Taint: im.Decision.Taint}.Reason()
 	}
 	switch im.Impact {
 	case coverage.ImpactGains:

@@ -92,8 +92,8 @@ func TestJudgeNodeChange(t *testing.T) {
 		impact coverage.Impact
 		why    string
 	}{
-		{"csi-plugin", coverage.ImpactNoLongerPlaced, "does not tolerate dedicated=infra:NoSchedule: no Pod will be made on infra-4"},
-		{"istio-cni-node", coverage.ImpactLostOnRestart, "does not tolerate dedicated=infra:NoSchedule: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4"},
+		{"csi-plugin", coverage.ImpactNoLongerPlaced, "taint dedicated=infra:NoSchedule not tolerated: no Pod will be made on infra-4"},
+		{"istio-cni-node", coverage.ImpactLostOnRestart, "taint dedicated=infra:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4"},
 	}
 	for i, w := range want {
 		if d := r.DaemonSets[i]; d.Name != w.name || d.Impact != w.impact || d.Why != w.why {

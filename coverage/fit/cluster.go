@@ -210,7 +210,7 @@ type Summary struct {
 // resources says what the Pod asks and the most any of its nodes has free.
 func (r *Report) Summarize() []Summary {
 	var out []Summary
-	var notes []string
+	var groups []*figures // per group, gathered in the same pass
 	index := map[string]int{}
 	for i := range r.Outcomes {
 		o := &r.Outcomes[i]
@@ -221,12 +221,13 @@ func (r *Report) Summarize() []Summary {
 			j = len(out)
 			index[key] = j
 			out = append(out, Summary{Kind: o.Kind, Why: why})
-			notes = append(notes, note)
+			groups = append(groups, &figures{note: note, never: o.Kind == NeverFits})
 		}
 		out[j].Nodes = append(out[j].Nodes, o.Node)
+		groups[j].add(o)
 	}
 	for j := range out {
-		out[j].Why += r.figures(out[j].Nodes) + notes[j]
+		out[j].Why += groups[j].String()
 	}
 	order := map[Kind]int{NeverFits: 0, DoesNotFit: 1, Preempts: 2, Fits: 3}
 	slices.SortStableFunc(out, func(a, b Summary) int {
@@ -235,45 +236,52 @@ func (r *Report) Summarize() []Summary {
 	return out
 }
 
-// figures is " (memory: asks 256Mi, at most 120Mi free)" for the resources
-// that turn the named nodes away ("allocatable" for a group that never fits:
-// the nodes of one group share their outcome kind).
-func (r *Report) figures(nodes []string) string {
-	asked := map[corev1.ResourceName]int64{}
-	most := map[corev1.ResourceName]int64{} // free, or allocatable when it never fits
-	var names []corev1.ResourceName
-	never := false
-	for i := range r.Outcomes {
-		o := &r.Outcomes[i]
-		if !slices.Contains(nodes, o.Node) || o.Plugin != PluginNodeResourcesFit {
-			continue
-		}
-		never = o.Kind == NeverFits
-		for _, s := range o.Shortfalls {
-			have := s.Free()
-			if never {
-				have = s.Allocatable
-			}
-			if _, seen := asked[s.Resource]; !seen {
-				names = append(names, s.Resource)
-				most[s.Resource] = have
-			}
-			asked[s.Resource] = s.Requested
-			most[s.Resource] = max(most[s.Resource], have)
-		}
+// figures gathers, for one group of nodes, what the Pod asks of each
+// resource that turns them away and the most any of them has: free, or
+// allocatable for a group that never fits (a group shares its kind).
+type figures struct {
+	names []corev1.ResourceName
+	asked map[corev1.ResourceName]int64
+	most  map[corev1.ResourceName]int64
+	never bool
+	note  string
+}
+
+func (f *figures) add(o *NodeOutcome) {
+	if o.Plugin != PluginNodeResourcesFit {
+		return
 	}
-	if len(names) == 0 {
-		return ""
+	if f.asked == nil {
+		f.asked, f.most = map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}
 	}
-	parts := make([]string, len(names))
-	for i, n := range names {
-		have := "free"
-		if never {
-			have = "allocatable"
+	for _, s := range o.Shortfalls {
+		have := s.Free()
+		if f.never {
+			have = s.Allocatable
 		}
-		parts[i] = fmt.Sprintf("%s: asks %s, at most %s %s", n, quantity(n, asked[n]), quantity(n, max(most[n], 0)), have)
+		if _, seen := f.asked[s.Resource]; !seen {
+			f.names = append(f.names, s.Resource)
+			f.most[s.Resource] = have
+		}
+		f.asked[s.Resource] = s.Requested
+		f.most[s.Resource] = max(f.most[s.Resource], have)
 	}
-	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// String is " (memory: asks 256Mi, at most 120Mi free)" and the note.
+func (f *figures) String() string {
+	if len(f.names) == 0 {
+		return f.note
+	}
+	have := "free"
+	if f.never {
+		have = "allocatable"
+	}
+	parts := make([]string, len(f.names))
+	for i, n := range f.names {
+		parts[i] = fmt.Sprintf("%s: asks %s, at most %s %s", n, quantity(n, f.asked[n]), quantity(n, max(f.most[n], 0)), have)
+	}
+	return " (" + strings.Join(parts, "; ") + ")" + f.note
 }
 
 // quantity prints an amount in the scheduler's units as Kubernetes writes

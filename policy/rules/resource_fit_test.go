@@ -44,6 +44,21 @@ func fitPod(ns, name, node, cpu, memory, owner string) *corev1.Pod {
 	return p
 }
 
+// fitCluster is what the scheduler weighs on nodes with pods bound to them.
+func fitCluster(t *testing.T, nodes []*corev1.Node, pods ...*corev1.Pod) *fit.Cluster {
+	t.Helper()
+	b := fit.NewBuilder()
+	for _, n := range nodes {
+		b.AddNode(n)
+	}
+	for _, p := range pods {
+		if err := b.AddPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Build()
+}
+
 // withRequests sets the agent container's requests.
 func withRequests(cpu, memory string) func(*appsv1.DaemonSet) {
 	return testobj.WithAgent(func(c *corev1.Container) {
@@ -62,18 +77,6 @@ func TestResourceFit(t *testing.T) {
 		fitPod("apps", "web-0", "worker-3", "500m", "1Gi", ""),
 		fitPod("monitoring", "agent-old", "worker-4", "1", "2Gi", "agent"),
 		fitPod("apps", "cache-0", "worker-4", "1", "1Gi", ""),
-	}
-	cluster := func() *fit.Cluster {
-		b := fit.NewBuilder()
-		for _, n := range nodes {
-			b.AddNode(n)
-		}
-		for _, p := range pods {
-			if err := b.AddPod(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return b.Build()
 	}
 	snap := coverage.NewNodeSnapshot(nodes)
 	for _, tc := range []struct {
@@ -120,7 +123,7 @@ func TestResourceFit(t *testing.T) {
 			env := nodeEnv(snap)
 			env.HideNodeNames = tc.hide
 			if !tc.noFit {
-				env.Fit = cluster()
+				env.Fit = fitCluster(t, nodes, pods...)
 			}
 			// The check's own actions; without Env.Fit, what Evaluate makes of it.
 			got := findingsOf(policy.Evaluate(tc.ds, *env), resourceFitID)
@@ -139,14 +142,11 @@ func TestResourceFit(t *testing.T) {
 // the details name them all.
 func TestResourceFit_DetailsNameEveryNode(t *testing.T) {
 	var nodes []*corev1.Node
-	b := fit.NewBuilder()
 	for i := range 7 {
-		n := fitNode(fmt.Sprintf("worker-%d", i))
-		nodes = append(nodes, n)
-		b.AddNode(n)
+		nodes = append(nodes, fitNode(fmt.Sprintf("worker-%d", i)))
 	}
 	env := nodeEnv(coverage.NewNodeSnapshot(nodes))
-	env.Fit = b.Build()
+	env.Fit = fitCluster(t, nodes)
 	got := checkResourceFit(testobj.DS(withRequests("3", "1Gi")), env, nil)
 	assertFindings(t, got, []wantFinding{{field: "spec.template.spec",
 		prefix: "lands on none of the 7 nodes it covers: never fits on 7 nodes (worker-0, worker-1, worker-2, worker-3, worker-4 and 2 more)"}})
@@ -164,18 +164,6 @@ func TestPriorityClass(t *testing.T) {
 	apiserver.Spec.Priority = new(int32(2000001000)) // system-node-critical: left out of the floor
 	otherAgent := fitPod("logging", "fluent-bit-abc", "worker-2", "100m", "64Mi", "fluent-bit")
 	otherAgent.Spec.Priority = new(int32(5000)) // a DaemonSet's Pod: left out of the floor
-	build := func(pods ...*corev1.Pod) *fit.Cluster {
-		b := fit.NewBuilder()
-		for _, n := range nodes {
-			b.AddNode(n)
-		}
-		for _, p := range pods {
-			if err := b.AddPod(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return b.Build()
-	}
 	withClass := func(name string) func(*appsv1.DaemonSet) {
 		return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.PriorityClassName = name }
 	}
@@ -210,7 +198,7 @@ func TestPriorityClass(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := nodeEnv(coverage.NewNodeSnapshot(nodes))
-			env.Fit, env.HideNodeNames = build(tc.pods...), tc.hide
+			env.Fit, env.HideNodeNames = fitCluster(t, nodes, tc.pods...), tc.hide
 			assertFindings(t, checkPriorityClass(tc.ds, env, &PriorityClassParams{MinValue: tc.minValue}), tc.want)
 		})
 	}

@@ -42,7 +42,7 @@ func TestTaintAndLabel_SayWhatAChangeDoes(t *testing.T) {
 		t.Errorf("exit %d without --exit-code", code)
 	}
 	wantOutput(t, out, "taints on node worker-2: dedicated=infra:NoSchedule (nothing was changed)",
-		"audit/taint-agent does not tolerate dedicated=infra:NoSchedule: its Pod keeps running until it is restarted, evicted or updated, then never comes back on worker-2")
+		"audit/taint-agent taint dedicated=infra:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on worker-2")
 	if strings.Contains(out, "taint-tolerant") {
 		t.Errorf("a DaemonSet that tolerates everything is listed:\n%s", out)
 	}
@@ -68,7 +68,7 @@ func TestTaintAndLabel_SayWhatAChangeDoes(t *testing.T) {
 	out, _ = run("label", "worker-2", "gpu=true", "kubernetes.io/os=windows")
 	wantOutput(t, out, "labels on node worker-2: gpu=true kubernetes.io/os=windows (nothing was changed)",
 		"audit/taint-gpu-agent the node now qualifies: the controller makes a Pod on worker-2",
-		"audit/taint-agent does not select the node's operating system or architecture: its Pod on worker-2 is deleted now")
+		"audit/taint-agent operating system or architecture not selected: its Pod on worker-2 is deleted now")
 
 	after, err := kube.CoreV1().Nodes().Get(t.Context(), "worker-2", metav1.GetOptions{})
 	if err != nil {
