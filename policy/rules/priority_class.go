@@ -19,7 +19,7 @@ type PriorityClassParams struct {
 	// MinValue is the least priority a node agent's Pods must have; unset,
 	// it is the highest priority of the cluster's Pods that no DaemonSet
 	// controls (system classes left out).
-	MinValue *int32 `yaml:"minValue"`
+	MinValue *int `yaml:"minValue"`
 }
 
 // Validate implements policy.ParamValidator.
@@ -69,7 +69,7 @@ func checkPriorityClass(ds *appsv1.DaemonSet, env *policy.Env, p *PriorityClassP
 		what = fmt.Sprintf("priorityClassName %q gives its Pods priority %d", name, r.Priority)
 	}
 	if p != nil && p.MinValue != nil {
-		floor = *p.MinValue
+		floor = int32(*p.MinValue)
 		below = fmt.Sprintf("%s, below the policy's minValue %d", what, floor)
 	} else {
 		value, pod, ok := env.Fit.WorkloadPriority()

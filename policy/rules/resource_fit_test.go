@@ -171,7 +171,7 @@ func TestPriorityClass(t *testing.T) {
 		name     string
 		ds       *appsv1.DaemonSet
 		pods     []*corev1.Pod
-		minValue *int32
+		minValue *int
 		hide     bool
 		want     []wantFinding
 	}{
@@ -191,7 +191,7 @@ func TestPriorityClass(t *testing.T) {
 		},
 		{
 			name: "the policy's minValue", ds: testobj.DS(withClass("system-cluster-critical")), pods: []*corev1.Pod{db},
-			minValue: new(int32(2000001000)),
+			minValue: new(2000001000),
 			want: []wantFinding{{field: "spec.template.spec.priorityClassName",
 				prefix: `priorityClassName "system-cluster-critical" gives its Pods priority 2000000000, below the policy's minValue 2000001000`}},
 		},
