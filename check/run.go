@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -30,6 +31,12 @@ type Input struct {
 	// FitNote says whether and from what resource fit was predicted
 	// (Env.Fit); it joins the report's notes.
 	FitNote string
+	// Previous are the DaemonSets as they stand in the cluster, by
+	// namespace/name (kubectl get ds -o yaml, status included): a
+	// DaemonSet checked is then judged as an UPDATE of its namesake, and
+	// rollout-impact says what the change does. Nil: every DaemonSet is a
+	// CREATE.
+	Previous map[string]*appsv1.DaemonSet
 	// Namespace is assumed for DaemonSets that name none.
 	Namespace string
 	// FailOn is the weakest action that fails the check; deny when empty.
@@ -74,7 +81,12 @@ func Run(in Input) (*Results, error) {
 		if policy.HasGatedAnnotation(d.DaemonSet) {
 			gated++
 		}
-		res := judge(d, in.Env, in.Namespace, byName)
+		env := in.Env
+		if d.DaemonSet.Namespace == "" {
+			d.DaemonSet.Namespace = in.Namespace
+		}
+		env.Previous = in.Previous[d.DaemonSet.Namespace+"/"+d.DaemonSet.Name]
+		res := judge(d, env, in.Namespace, byName)
 		if in.Stream != nil {
 			if streamErr = in.Stream(&res); streamErr != nil {
 				return

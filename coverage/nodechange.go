@@ -1,6 +1,8 @@
 package coverage
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -75,4 +77,33 @@ func ImpactOf(ds *appsv1.DaemonSet, before, after *corev1.Node, hasPod bool) Nod
 		out.Impact = ImpactNoLongerPlaced
 	}
 	return out
+}
+
+// Unready returns, sorted, the nodes ds should run on that carry the node
+// lifecycle controller's not-ready or unreachable taint (any effect): a
+// Pod the controller makes there cannot become available until the node
+// comes back. A DaemonSet that tolerates those taints (many node agents
+// tolerate everything) keeps such nodes in desiredNumberScheduled, and in a
+// rollout each of them holds one unit of maxUnavailable (or a surge slot)
+// for as long as it stays down.
+func (s *NodeSnapshot) Unready(ds *appsv1.DaemonSet) []string {
+	var out []string
+	for _, c := range s.classes {
+		if !slices.ContainsFunc(c.node.Spec.Taints, isUnreadyTaint) {
+			continue
+		}
+		for i, m := range c.members {
+			n := s.memberNode(c)
+			s.setMember(&n, m.name, c.valuesOf(i))
+			if Decide(ds, &n).Eligible {
+				out = append(out, m.name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isUnreadyTaint(t corev1.Taint) bool {
+	return t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the binaries that the end-to-end tests and the demo need: kube-apiserver,
-# kube-controller-manager and kubectl (k8s.io/kubernetes), etcd (the version that
-# Kubernetes release pins) and helm. Everything comes from the Go module proxy;
-# nothing is downloaded from anywhere else.
+# kube-controller-manager, kube-scheduler, kubelet and kubectl (k8s.io/kubernetes),
+# etcd (the version that Kubernetes release pins), helm 3 and 4, and
+# cert-manager's controller and cainjector, all in one Go build (see "One
+# module, one build" below). Everything comes from the Go module proxy; nothing
+# is downloaded from anywhere else.
 #
 # Binaries are cached per user, keyed by version:
 #   ${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools/k8s-<ver>/{kube-apiserver,...}
@@ -28,7 +30,7 @@ K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM4_VERSION="${HELM4_VERSION:-v4.3.1}"
 # cert-manager's controller and cainjector, for the chart's tls.mode=certManager
-# e2e test (see build_cert_manager).
+# e2e test (hack/cert-manager holds their mains).
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
 CERT_MANAGER_BINS=(cert-manager-controller cert-manager-cainjector)
 # Their stamp names the version and the sources of hack/cert-manager, so that a
@@ -42,6 +44,7 @@ ETCD_VERSION="${ETCD_VERSION:-}"
 # (kube-scheduler places Pods, kubelet runs them).
 K8S_BINS=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet)
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_ROOT="${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools"
 BIN_DIR="$CACHE_ROOT/k8s-${K8S_VERSION}"
 export CGO_ENABLED=0
@@ -98,15 +101,12 @@ fi
 
 mkdir -p "$BIN_DIR"
 
+# all_stamped: every wanted binary is built (stamped, defined below).
 all_stamped() {
   local b
-  for b in "${K8S_BINS[@]}" etcd helm helm4; do
+  for b in "${K8S_BINS[@]}" etcd helm helm4 "${CERT_MANAGER_BINS[@]}"; do
     wanted "$b" || continue
-    [[ -f "$BIN_DIR/.stamp-$b" && -x "$BIN_DIR/$b" ]] || return 1
-  done
-  for b in "${CERT_MANAGER_BINS[@]}"; do
-    wanted "$b" || continue
-    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" && -x "$BIN_DIR/$b" ]] || return 1
+    stamped "$b" || return 1
   done
 }
 
@@ -127,59 +127,13 @@ CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap)
 # asks for, so a Go build would need a C compiler and libseccomp-dev from
 # Debian anyway; the package brings a seccomp-enabled runc with no build.
 
-# node_stamped: each stamp holds the version it was built at, so raising a
-# version rebuilds.
+# node_stamped: the node's binaries are built at the versions above, and runc
+# is installed.
 node_stamped() {
   local b
-  for b in "${CONTAINERD_BINS[@]}"; do
-    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CONTAINERD_VERSION" && -x "$BIN_DIR/$b" ]] || return 1
-  done
-  for b in "${CNI_PLUGINS[@]}"; do
-    [[ "$(cat "$BIN_DIR/cni/.stamp-${b##*/}" 2>/dev/null)" == "$CNI_PLUGINS_VERSION" && -x "$BIN_DIR/cni/${b##*/}" ]] || return 1
-  done
+  for b in "${CONTAINERD_BINS[@]}"; do stamped "$b" || return 1; done
+  for b in "${CNI_PLUGINS[@]}"; do stamped "cni/${b##*/}" || return 1; done
   command -v runc >/dev/null
-}
-
-build_containerd() {
-  local b wanted=()
-  for b in "${CONTAINERD_BINS[@]}"; do
-    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CONTAINERD_VERSION" ]] || wanted+=("$b")
-  done
-  ((${#wanted[@]})) || return 0
-  local start=$SECONDS dir="$work/containerd" mod=github.com/containerd/containerd/v2 pkgs=()
-  mkdir -p "$dir"
-  printf 'module dsguard.local/containerd-tools\n\ngo 1.26\n' >"$dir/go.mod"
-  for b in "${wanted[@]}"; do pkgs+=("$mod/cmd/$b"); done
-  log "containerd ${CONTAINERD_VERSION}: resolving modules"
-  (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${pkgs[@]/%/@${CONTAINERD_VERSION}}"))
-  local ld="-s -w -X $mod/version.Version=${CONTAINERD_VERSION} -X $mod/version.Package=$mod -X $mod/version.Revision=module-proxy"
-  with_progress containerd "containerd ${CONTAINERD_VERSION} (${wanted[*]})" \
-    in_dir "$dir" go build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" -ldflags "$ld" -o "$work/cbin/" "${pkgs[@]}"
-  for b in "${wanted[@]}"; do
-    mv -f "$work/cbin/$b" "$BIN_DIR/$b"
-    echo "$CONTAINERD_VERSION" >"$BIN_DIR/.stamp-$b"
-  done
-  log "containerd ${CONTAINERD_VERSION}: built ${wanted[*]} in $((SECONDS - start))s"
-}
-
-build_cni_plugins() {
-  local p wanted=()
-  for p in "${CNI_PLUGINS[@]}"; do
-    [[ "$(cat "$BIN_DIR/cni/.stamp-${p##*/}" 2>/dev/null)" == "$CNI_PLUGINS_VERSION" ]] || wanted+=("github.com/containernetworking/plugins/plugins/$p")
-  done
-  ((${#wanted[@]})) || return 0
-  local start=$SECONDS dir="$work/cni"
-  mkdir -p "$dir" "$BIN_DIR/cni"
-  printf 'module dsguard.local/cni-tools\n\ngo 1.26\n' >"$dir/go.mod"
-  log "CNI plugins ${CNI_PLUGINS_VERSION}: resolving modules"
-  (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${wanted[@]/%/@${CNI_PLUGINS_VERSION}}"))
-  with_progress cni "CNI plugins ${CNI_PLUGINS_VERSION} (${wanted[*]##*/})" \
-    in_dir "$dir" go build -trimpath -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}" -o "$work/cnibin/" "${wanted[@]}"
-  for p in "${wanted[@]}"; do
-    mv -f "$work/cnibin/${p##*/}" "$BIN_DIR/cni/${p##*/}"
-    echo "$CNI_PLUGINS_VERSION" >"$BIN_DIR/cni/.stamp-${p##*/}"
-  done
-  log "CNI plugins ${CNI_PLUGINS_VERSION}: built in $((SECONDS - start))s"
 }
 
 # install_runc installs Debian's runc when none is on PATH. Only as root: a
@@ -199,6 +153,187 @@ install_runc() {
   log "runc: $(runc --version | head -1) installed in $((SECONDS - start))s"
 }
 
+k8s_gomod() {
+  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p'
+}
+k8s_dir() {
+  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+# --- One module, one build ------------------------------------------------
+# Every Go binary comes from one wrapper module and one `go build`, so that:
+#  - a package two tools share (client-go, grpc, protobuf, ...) is one
+#    version, compiled once: built as separate modules, helm, cert-manager,
+#    containerd and Kubernetes each brought their own versions of the same
+#    packages, 5,400 package compiles for 3,500 distinct packages;
+#  - the module also requires what dsguard's go.mod requires, and builds
+#    without -trimpath, like `go vet` and `go test`: the packages dsguard and
+#    the tools share (about 1,000) come from the build cache, whichever
+#    compiled them first;
+#  - Go schedules every compile and link of every tool on the machine's cores
+#    at once, critical path first, instead of seven builds fighting for them.
+# The build tags are containerd's alone (its btrfs, devmapper and zfs
+# snapshotters need cgo); they select files in containerd's packages only.
+# The binaries are test tools, cached per machine: no -trimpath needed.
+#
+# Kubernetes' go.mod replaces every staging module with ./staging/src/...; the
+# wrapper replaces them with the published v0.x.y of the same release.
+
+# go_package NAME: the package and version that builds NAME.
+go_package() {
+  case "$1" in
+    kube-*|kubectl|kubelet) echo "k8s.io/kubernetes/cmd/$1@${K8S_VERSION}" ;;
+    etcd) echo "go.etcd.io/etcd/server/v3@$(etcd_version)" ;;
+    helm) echo "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" ;;
+    helm4) echo "helm.sh/helm/v4/cmd/helm@${HELM4_VERSION}" ;;
+    cert-manager-controller) echo "./cert-manager/controller" ;;
+    cert-manager-cainjector) echo "./cert-manager/cainjector" ;;
+    containerd|containerd-shim-runc-v2|ctr) echo "github.com/containerd/containerd/v2/cmd/$1@${CONTAINERD_VERSION}" ;;
+    cni/*) echo "github.com/containernetworking/plugins/plugins/$(cni_plugin "${1#cni/}")@${CNI_PLUGINS_VERSION}" ;;
+    *) log "no package for $1"; return 1 ;;
+  esac
+}
+# go build names a binary after its package's last element (a /vN suffix
+# skipped): built_name NAME says which.
+built_name() {
+  case "$1" in
+    etcd) echo server ;;
+    helm|helm4) echo helm ;;
+    cert-manager-controller) echo controller ;;
+    cert-manager-cainjector) echo cainjector ;;
+    cni/*) echo "${1#cni/}" ;;
+    *) echo "$1" ;;
+  esac
+}
+cni_plugin() { local p; for p in "${CNI_PLUGINS[@]}"; do [[ "${p##*/}" == "$1" ]] && echo "$p"; done; }
+# target NAME: where NAME is installed, and what its stamp holds once built.
+target() { echo "$BIN_DIR/$1"; }
+stamp_file() { local d; d="$(dirname "$(target "$1")")"; echo "$d/.stamp-$(basename "$1")"; }
+stamp_value() {
+  case "$1" in
+    kube-*|kubectl|kubelet) echo "${K8S_VERSION}" ;;
+    etcd) etcd_version ;;
+    helm) echo "${HELM_VERSION}" ;;
+    helm4) echo "${HELM4_VERSION}" ;;
+    cert-manager-*) echo "${CERT_MANAGER_STAMP}" ;;
+    containerd|containerd-shim-runc-v2|ctr) echo "${CONTAINERD_VERSION}" ;;
+    cni/*) echo "${CNI_PLUGINS_VERSION}" ;;
+  esac
+}
+
+etcd_version() {
+  local ver="$ETCD_VERSION"
+  if [[ -z "$ver" ]]; then
+    ver="$(awk '/^[[:space:]]*- name: "etcd"/{f=1} f && /version:/{print $2; exit}' "$(k8s_dir)/build/dependencies.yaml")"
+  fi
+  [[ "$ver" == v* ]] || ver="v$ver"
+  echo "$ver"
+}
+
+# write_wrapper_module DIR PKG...: the wrapper's go.mod, with dsguard's
+# requirements, Kubernetes' staging replaces and every package as a tool.
+write_wrapper_module() {
+  local dir="$1" gomod staging_ver
+  shift
+  gomod="$(k8s_gomod)"
+  staging_ver="v0.${K8S_VERSION#v1.}"
+  mkdir -p "$dir"
+  {
+    echo "module dsguard.local/tools"
+    echo
+    echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
+    echo
+    awk '/^require \($/ {f = 1; next} f && /^\)$/ {f = 0} f && NF >= 2 {print "require " $1 " " $2} /^require [^(]/ {print "require " $2 " " $3}' "$ROOT/go.mod"
+    echo
+    grep -E '^[[:space:]]*k8s.io/[^ ]+ => ./staging/' "$gomod" |
+      awk -v v="$staging_ver" '{print "replace " $1 " => " $1 " " v}'
+  } >"$dir/go.mod"
+  cp -r "$ROOT/hack/cert-manager/controller" "$ROOT/hack/cert-manager/cainjector" "$dir/"
+  mkdir -p "$dir/cert-manager" && mv "$dir/controller" "$dir/cainjector" "$dir/cert-manager/"
+  local remote=() p
+  for p in "$@"; do [[ "$p" == ./* ]] || remote+=("$p"); done
+  log "resolving modules for ${#remote[@]} tool packages in one module ($(grep -c '^replace' "$dir/go.mod") staging replaces)"
+  in_dir "$dir" go get -tool "${remote[@]}" >/dev/null 2>&1 || in_dir "$dir" go get -tool "${remote[@]}"
+  in_dir "$dir" go mod tidy >/dev/null 2>&1 || in_dir "$dir" go mod tidy
+}
+
+# version_ldflags: the -X flags of every tool, for one link command (a -X
+# for a package a binary does not have is ignored).
+version_ldflags() {
+  local maj min p ld="-s -w"
+  maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
+  min="${K8S_VERSION#v*.}"; min="${min%%.*}"
+  for p in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${maj} -X $p.gitMinor=${min}"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  ld+=" -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ld+=" -X $p.k8sVersionMajor=${maj} -X $p.k8sVersionMinor=${min}"
+  done
+  # Helm 4 takes its Kubernetes version for `helm template` from the
+  # client-go module it is built with (read from the binary's build info).
+  ld+=" -X helm.sh/helm/v4/internal/version.version=${HELM4_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+  p=github.com/containerd/containerd/v2/version
+  ld+=" -X $p.Version=${CONTAINERD_VERSION} -X $p.Package=github.com/containerd/containerd/v2 -X $p.Revision=module-proxy"
+  ld+=" -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${CNI_PLUGINS_VERSION}"
+  echo "$ld"
+}
+
+# stamped NAME: NAME is built at the version this script wants. Kubernetes,
+# etcd and helm stamps are only checked to exist (they name their version in
+# the directory or did not always hold it).
+stamped() {
+  local f
+  f="$(stamp_file "$1")"
+  [[ -f "$f" && -x "$(target "$1")" ]] || return 1
+  case "$1" in
+    kube-*|kubectl|kubelet|etcd|helm|helm4) return 0 ;;
+  esac
+  [[ "$(cat "$f")" == "$(stamp_value "$1")" ]]
+}
+
+# go_builds runs in the wrapper module with build_go_tools' variables. helm v3
+# and v4 are both "helm": one -o directory cannot take both, so v3 links in a
+# second command, its packages compiled by then.
+go_builds() {
+  if ((${#main[@]})); then "${build[@]}" -o "$work/bin/" "${main[@]}"; fi
+  if $helm3; then "${build[@]}" -o "$work/helm3/helm" helm.sh/helm/v3/cmd/helm; fi
+}
+
+build_go_tools() {
+  local names=() b
+  for b in "${K8S_BINS[@]}" etcd helm helm4 "${CERT_MANAGER_BINS[@]}"; do
+    wanted "$b" && ! stamped "$b" && names+=("$b")
+  done
+  if $node; then
+    for b in "${CONTAINERD_BINS[@]}"; do stamped "$b" || names+=("$b"); done
+    for b in "${CNI_PLUGINS[@]}"; do stamped "cni/${b##*/}" || names+=("cni/${b##*/}"); done
+  fi
+  ((${#names[@]})) || return 0
+  local start=$SECONDS dir="$work/tools" pkgs=() main=() helm3=false ld
+  for b in "${names[@]}"; do
+    pkgs+=("$(go_package "$b")")
+    if [[ "$b" == helm ]]; then helm3=true; else main+=("${pkgs[-1]%@*}"); fi
+  done
+  write_wrapper_module "$dir" "${pkgs[@]}"
+  ld="$(version_ldflags)"
+  # helm v3 and v4 are both "helm": one -o directory cannot take both, so
+  # v3 links in a second command (its packages are compiled by then).
+  local build=(go build -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" -ldflags "$ld")
+  log "building ${names[*]}"
+  with_progress "go-tools" "${#names[@]} Go binaries" in_dir "$dir" go_builds
+  for b in "${names[@]}"; do
+    local from="$work/bin/$(built_name "$b")"
+    [[ "$b" == helm ]] && from="$work/helm3/helm"
+    mkdir -p "$(dirname "$(target "$b")")"
+    mv -f "$from" "$(target "$b")"
+    stamp_value "$b" >"$(stamp_file "$b")"
+  done
+  log "built ${names[*]} in $((SECONDS - start))s"
+}
+
+# The builds are independent; run them side by side and fail if any fails.
 if all_stamped && { ! $node || node_stamped; }; then
   log "all binaries cached in $BIN_DIR"
   $print_dir && echo "$BIN_DIR"
@@ -214,149 +349,9 @@ total_start=$SECONDS
 work="$(mktemp -d "${TMPDIR:-/tmp}/dsguard-tools.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-k8s_gomod() {
-  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p'
-}
-k8s_dir() {
-  go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
-}
-
-# Kubernetes' go.mod replaces every staging module with ./staging/src/...; a
-# wrapper module must replace them with the published v0.x.y of the same release.
-build_kubernetes() {
-  local wanted=() b
-  for b in "${K8S_BINS[@]}"; do
-    [[ -f "$BIN_DIR/.stamp-$b" ]] || wanted+=("$b")
-  done
-  ((${#wanted[@]})) || return 0
-  local start=$SECONDS dir="$work/kubernetes" gomod staging_ver
-  mkdir -p "$dir"
-  gomod="$(k8s_gomod)"
-  staging_ver="v0.${K8S_VERSION#v1.}"
-  {
-    echo "module dsguard.local/k8s-tools"
-    echo
-    echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/')"
-    echo
-    echo "require k8s.io/kubernetes ${K8S_VERSION}"
-    echo
-    grep -E '^[[:space:]]*k8s.io/[^ ]+ => ./staging/' "$gomod" |
-      awk -v v="$staging_ver" '{print "replace " $1 " => " $1 " " v}'
-  } >"$dir/go.mod"
-  log "kubernetes ${K8S_VERSION}: resolving modules ($(grep -c '^replace' "$dir/go.mod") staging replaces)"
-  local pkgs=() maj min date
-  for b in "${wanted[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  (cd "$dir" && go get "${pkgs[@]/%/@${K8S_VERSION}}" >/dev/null 2>&1 || (cd "$dir" && go get "${pkgs[@]}"))
-  maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
-  min="${K8S_VERSION#v*.}"; min="${min%%.*}"
-  date="1970-01-01T00:00:00Z"
-  local ld=""
-  for p in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${maj} -X $p.gitMinor=${min}"
-    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=${date}"
-  done
-  with_progress "kubernetes-${wanted[*]// /,}" "kubernetes ${K8S_VERSION} (${wanted[*]})" \
-    in_dir "$dir" go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "-s -w $ld" -o "$work/kbin/" "${pkgs[@]}"
-  for b in "${wanted[@]}"; do
-    mv -f "$work/kbin/$b" "$BIN_DIR/$b"
-    touch "$BIN_DIR/.stamp-$b"
-  done
-  log "kubernetes ${K8S_VERSION}: built ${wanted[*]} in $((SECONDS - start))s"
-}
-
-build_etcd() {
-  wanted etcd || return 0
-  [[ -f "$BIN_DIR/.stamp-etcd" ]] && return 0
-  local start=$SECONDS dir="$work/etcd" ver="$ETCD_VERSION"
-  if [[ -z "$ver" ]]; then
-    ver="$(awk '/^[[:space:]]*- name: "etcd"/{f=1} f && /version:/{print $2; exit}' "$(k8s_dir)/build/dependencies.yaml")"
-    [[ "$ver" == v* ]] || ver="v$ver"
-  fi
-  mkdir -p "$dir"
-  printf 'module dsguard.local/etcd-tools\n\ngo 1.26\n' >"$dir/go.mod"
-  log "etcd ${ver}: resolving modules"
-  (cd "$dir" && go get "go.etcd.io/etcd/server/v3@${ver}" >/dev/null)
-  with_progress etcd "etcd ${ver}" \
-    in_dir "$dir" go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3
-  echo "$ver" >"$BIN_DIR/.stamp-etcd"
-  log "etcd ${ver}: built in $((SECONDS - start))s"
-}
-
-build_helm() {
-  wanted helm || return 0
-  [[ -f "$BIN_DIR/.stamp-helm" ]] && return 0
-  local start=$SECONDS dir="$work/helm" maj min
-  maj="${K8S_VERSION#v}"; maj="${maj%%.*}"
-  min="${K8S_VERSION#v*.}"; min="${min%%.*}"
-  mkdir -p "$dir"
-  printf 'module dsguard.local/helm-tools\n\ngo 1.26\n' >"$dir/go.mod"
-  log "helm ${HELM_VERSION}: resolving modules"
-  (cd "$dir" && go get "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}" >/dev/null 2>&1)
-  local ld="-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}"
-  ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
-    ld+=" -X $p.k8sVersionMajor=${maj} -X $p.k8sVersionMinor=${min}"
-  done
-  with_progress helm "helm ${HELM_VERSION}" \
-    in_dir "$dir" go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm" helm.sh/helm/v3/cmd/helm
-  touch "$BIN_DIR/.stamp-helm"
-  log "helm ${HELM_VERSION}: built in $((SECONDS - start))s"
-}
-
-# Helm 4 takes its Kubernetes version for `helm template` from the client-go
-# module it is built with (read from the binary's build info), so only its own
-# version needs stamping. Installed as helm4 beside helm v3.
-build_helm4() {
-  wanted helm4 || return 0
-  [[ -f "$BIN_DIR/.stamp-helm4" ]] && return 0
-  local start=$SECONDS dir="$work/helm4"
-  mkdir -p "$dir"
-  printf 'module dsguard.local/helm4-tools\n\ngo 1.26\n' >"$dir/go.mod"
-  log "helm ${HELM4_VERSION}: resolving modules"
-  (cd "$dir" && go get "helm.sh/helm/v4/cmd/helm@${HELM4_VERSION}" >/dev/null 2>&1)
-  local ld="-s -w -X helm.sh/helm/v4/internal/version.version=${HELM4_VERSION}"
-  ld+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
-  with_progress helm4 "helm ${HELM4_VERSION}" \
-    in_dir "$dir" go build -trimpath -ldflags "$ld" -o "$BIN_DIR/helm4" helm.sh/helm/v4/cmd/helm
-  touch "$BIN_DIR/.stamp-helm4"
-  log "helm ${HELM4_VERSION}: built in $((SECONDS - start))s"
-}
-
-# cert-manager publishes the main packages of its controller and cainjector as
-# modules the Go module proxy does not serve; hack/cert-manager holds two small
-# mains that wire the same controllers from the github.com/cert-manager/cert-manager
-# module (which it serves, without replace directives), in a module of their
-# own so that dsguard's go.mod stays free of the issuers' dependencies.
-build_cert_manager() {
-  local b missing=false
-  for b in "${CERT_MANAGER_BINS[@]}"; do
-    wanted "$b" || continue
-    [[ "$(cat "$BIN_DIR/.stamp-$b" 2>/dev/null)" == "$CERT_MANAGER_STAMP" ]] || missing=true
-  done
-  $missing || return 0
-  local start=$SECONDS dir="$work/cert-manager"
-  cp -r "$(dirname "${BASH_SOURCE[0]}")/cert-manager" "$dir"
-  log "cert-manager ${CERT_MANAGER_VERSION}: resolving modules"
-  (cd "$dir" && go mod edit -require "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" && go mod tidy >/dev/null 2>&1 ||
-    (cd "$dir" && go mod tidy))
-  with_progress cert-manager "cert-manager ${CERT_MANAGER_VERSION} (controller, cainjector)" \
-    in_dir "$dir" go build -trimpath -ldflags "-s -w" -o "$work/cmbin/" ./controller ./cainjector
-  mv -f "$work/cmbin/controller" "$BIN_DIR/cert-manager-controller"
-  mv -f "$work/cmbin/cainjector" "$BIN_DIR/cert-manager-cainjector"
-  for b in "${CERT_MANAGER_BINS[@]}"; do echo "$CERT_MANAGER_STAMP" >"$BIN_DIR/.stamp-$b"; done
-  log "cert-manager ${CERT_MANAGER_VERSION}: built controller and cainjector in $((SECONDS - start))s"
-}
-
-# The builds are independent; run them side by side and fail if any fails.
 pids=()
-build_kubernetes & pids+=($!)
-build_etcd & pids+=($!)
-build_helm & pids+=($!)
-build_helm4 & pids+=($!)
-build_cert_manager & pids+=($!)
+build_go_tools & pids+=($!)
 if $node; then
-  build_containerd & pids+=($!)
-  build_cni_plugins & pids+=($!)
   install_runc & pids+=($!)
 fi
 rc=0

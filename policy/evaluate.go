@@ -33,6 +33,10 @@ type Env struct {
 	// by the group gate (admission refuses the others' adds and changes, see
 	// Policy.RefuseAnnotationChanges).
 	PreviousAnnotations map[string]string
+	// Previous is the stored object on UPDATE, status included (the
+	// controller's live counts), or nil (CREATE; offline without
+	// --previous): rules that say what a change does read it.
+	Previous *appsv1.DaemonSet
 	// HideNodeNames makes messages count nodes instead of naming them, for
 	// callers that have not authenticated.
 	HideNodeNames bool

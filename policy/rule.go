@@ -32,6 +32,10 @@ type Rule struct {
 	NeedsFit bool
 	// Exemptible is false for rules that exemption annotations cannot silence.
 	Exemptible bool
+	// NotRendered, when set, says why the generated ValidatingAdmissionPolicies
+	// leave the rule out (it needs what CEL in the API server does not see)
+	// and who judges it instead; docs/modes.md prints it.
+	NotRendered string
 
 	check func(ds *appsv1.DaemonSet, env *Env, params any) []Finding
 	// newConfig returns the rule's part of the built-in policy, typed with

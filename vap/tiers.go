@@ -116,14 +116,13 @@ func notExpressed(id string) []string {
 		}
 	case GateName:
 		return []string{"with more than 32 gated annotations added or changed at once, the message names the first and counts the rest (the webhook names them all)"}
-	case "node-coverage":
-		return []string{"not rendered: it needs the live node set; in vap+webhook mode the webhook enforces it, in vap mode nothing does"}
-	case "resource-fit", "priority-class":
-		return []string{"not rendered: it needs the nodes' allocatable and the Pods bound to them; so far only dsguard check --nodes with a cluster dump judges it"}
 	case surgeHostPort, readinessProbe, privileged, imagePinned, updateStrategy:
 		return common
 	}
 	if !Renders(id) {
+		if r, ok := rules.Builtin().Get(id); ok && r.NotRendered != "" {
+			return []string{"not rendered: " + r.NotRendered}
+		}
 		return []string{"not rendered"}
 	}
 	return common

@@ -235,7 +235,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	}
 	env := policy.Env{
 		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Context: ctx,
-		Requester: &requester, PreviousAnnotations: previous,
+		Requester: &requester, PreviousAnnotations: previous, Previous: old,
 		HideNodeNames: !Authenticated(ctx),
 	}
 	// A large placement waits for the heavy lane, so that a flood of them

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/check"
@@ -32,14 +33,15 @@ var checkFormats = map[string]func(w io.Writer, failOn policy.Action) check.Writ
 }
 
 type checkOptions struct {
-	files      []string
-	configFile string
-	output     string
-	namespace  string
-	nodesFile  string
-	failOn     string
-	allowEmpty bool
-	render     render.Options
+	files        []string
+	configFile   string
+	output       string
+	namespace    string
+	nodesFile    string
+	previousFile string
+	failOn       string
+	allowEmpty   bool
+	render       render.Options
 }
 
 func newCheckCommand() *cobra.Command {
@@ -71,6 +73,7 @@ func newCheckCommand() *cobra.Command {
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit or github")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
+	f.StringVar(&o.previousFile, "previous", "", "the DaemonSets as they stand in the cluster (kubectl get ds -A -o yaml, status included): each DaemonSet checked is judged as an update of its namesake, and rollout-impact says what the change will do")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when the input holds no Kubernetes object (for hooks handed whatever files changed)")
 	f.StringVar(&o.failOn, "fail-on", "deny", "weakest verdict that fails the check (exit 1): deny or warn")
 	f.StringArrayVar(&o.render.ValuesFiles, "values", nil, "Helm values file for the charts checked; repeatable, later files win")
@@ -103,6 +106,11 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	}
 	o.render.Namespace = o.namespace
 	in.Render = render.Renderer{Options: o.render}
+	if o.previousFile != "" {
+		if in.Previous, err = readPrevious(o.previousFile, o.namespace, cmd.InOrStdin()); err != nil {
+			return err
+		}
+	}
 	if o.nodesFile != "" {
 		nodes, err := readNodes(o.nodesFile, cmd.InOrStdin())
 		if err != nil {
@@ -143,6 +151,29 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		return exitError{code: code}
 	}
 	return nil
+}
+
+// readPrevious reads --previous: the DaemonSets as stored, by
+// namespace/name (namespace, when they name none).
+func readPrevious(file, namespace string, stdin io.Reader) (map[string]*appsv1.DaemonSet, error) {
+	out := map[string]*appsv1.DaemonSet{}
+	rd := &manifest.Reader{Stdin: stdin, OnDaemonSet: func(d manifest.DaemonSet) {
+		ds := d.DaemonSet
+		if ds.Namespace == "" {
+			ds.Namespace = namespace
+		}
+		out[ds.Namespace+"/"+ds.Name] = ds
+	}}
+	if err := rd.Load([]string{file}); err != nil {
+		return nil, fmt.Errorf("--previous: %w", err)
+	}
+	if len(rd.Errors) > 0 {
+		return nil, fmt.Errorf("--previous: %s", rd.Errors[0])
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--previous: %s holds no DaemonSet (want the output of kubectl get daemonsets -A -o yaml)", file)
+	}
+	return out, nil
 }
 
 // nodeInput is what --nodes gave: the nodes, and what the scheduler weighs

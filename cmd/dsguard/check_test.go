@@ -222,3 +222,32 @@ func TestCheck_ExitCodesInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck_Previous: with --previous, a DaemonSet is judged as an update of
+// its namesake in the cluster, and rollout-impact says what it starts; one
+// the file does not hold is a CREATE.
+func TestCheck_Previous(t *testing.T) {
+	const fixtures = "../../policy/rules/testdata/rules/rollout-impact/"
+	out, err, _ := runCLI(t, "", "check", fixtures+"denied/new-image.yaml", "--previous", fixtures+"previous.yaml", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"rule": "rollout-impact"`) || !strings.Contains(out, "restarts the agent on 120 nodes, 12 at a time") {
+		t.Errorf("no rollout-impact finding for a new image:\n%s", out)
+	}
+	data, err := os.ReadFile(fixtures + "denied/new-image.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := writeFile(t, t.TempDir(), "other.yaml", strings.Replace(string(data), "name: node-exporter\n", "name: other-exporter\n", 1))
+	out, err, _ = runCLI(t, "", "check", renamed, "--previous", fixtures+"previous.yaml", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "rollout-impact") {
+		t.Errorf("a DaemonSet --previous does not hold was judged as an update:\n%s", out)
+	}
+	if _, err, _ = runCLI(t, "", "check", renamed, "--previous", renamed+".missing"); err == nil {
+		t.Error("an unreadable --previous is not an error")
+	}
+}

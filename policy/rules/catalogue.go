@@ -14,6 +14,7 @@ var builtin = mustRegistry(
 	privilegedRule,
 	imagePinnedRule,
 	updateStrategyRule,
+	rolloutImpactRule,
 	nodeCoverageRule,
 	resourceFitRule,
 	priorityClassRule,

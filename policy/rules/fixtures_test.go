@@ -83,6 +83,7 @@ func TestRuleFixtures(t *testing.T) {
 		t.Run(r.ID, func(t *testing.T) {
 			env := env
 			env.Nodes = readFixtureNodes(t, r)
+			env.Previous = readFixturePrevious(t, r)
 			if r.NeedsFit {
 				env.Fit = readFixtureCluster(t, r)
 			}
@@ -162,6 +163,20 @@ func readExpectations(t *testing.T, r *policy.Rule) map[string]denyExpectation {
 // readFixtureNodes reads testdata/rules/<rule-id>/nodes.yaml, in the form of
 // `kubectl get nodes -o yaml`, when the folder has one; rules that need nodes
 // must have it.
+// readFixturePrevious reads <rule>/previous.yaml, the DaemonSet as stored
+// (status included) that each fixture of the rule updates; nil without one,
+// and every fixture is then a CREATE.
+func readFixturePrevious(t *testing.T, r *policy.Rule) *appsv1.DaemonSet {
+	t.Helper()
+	file := filepath.Join(fixturesDir, r.ID, "previous.yaml")
+	if _, err := os.Stat(file); os.IsNotExist(err) {
+		return nil
+	}
+	ds := readFixture(t, file)
+	ds.Namespace = fixtureNamespace
+	return ds
+}
+
 func readFixtureNodes(t *testing.T, r *policy.Rule) *coverage.NodeSnapshot {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))

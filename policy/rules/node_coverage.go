@@ -80,6 +80,7 @@ var nodeCoverageRule = policy.NewRule(policy.Rule{
 		"coverage.dsguard.io/intended annotation.",
 	DefaultAction: policy.ActionDeny,
 	NeedsNodes:    true,
+	NotRendered:   "it needs the live node set; in vap+webhook mode the webhook enforces it, in vap mode nothing does",
 	Exemptible:    true,
 	Params: []policy.ParamDoc{
 		{Name: "denyAtZero", Type: "boolean", Default: "true",

@@ -46,6 +46,7 @@ var priorityClassRule = policy.NewRule(policy.Rule{
 	DefaultAction: policy.ActionWarn,
 	NeedsNodes:    true,
 	NeedsFit:      true,
+	NotRendered:   "it needs the nodes' allocatable and the Pods bound to them; so far only dsguard check --nodes with a cluster dump judges it",
 	Exemptible:    true,
 	Params: []policy.ParamDoc{
 		{Name: "minValue", Type: "integer", Default: "unset",

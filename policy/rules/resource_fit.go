@@ -31,6 +31,7 @@ var resourceFitRule = policy.NewRule(policy.Rule{
 	DefaultAction: policy.ActionDeny,
 	NeedsNodes:    true,
 	NeedsFit:      true,
+	NotRendered:   "it needs the nodes' allocatable and the Pods bound to them; so far only dsguard check --nodes with a cluster dump judges it",
 	Exemptible:    true,
 }, nil, checkResourceFit)
 

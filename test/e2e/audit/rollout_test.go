@@ -1,0 +1,151 @@
+package audit
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// TestRollout_UpdateSaysWhatItWillDo: at an UPDATE, kubectl's Warning lines
+// say whether the change starts a rollout and how many nodes go without the
+// agent at once; then the real DaemonSet controller does exactly that, while
+// the test plays the kubelet (binds the new Pods, reports them ready,
+// confirms the old ones' deletion).
+func TestRollout_UpdateSaysWhatItWillDo(t *testing.T) {
+	const name, nodes, window = "rollout-agent", 4, 2
+	ds := daemonSet(name, tolerateAll)
+	ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(window))
+	create(t, ds)
+	runPods(t, name, nodes)
+	waitStatus(t, name, func(d *appsv1.DaemonSet) bool {
+		return d.Status.CurrentNumberScheduled == nodes && d.Status.NumberAvailable == nodes
+	})
+
+	// A label on the DaemonSet leaves the template alone: no rollout is
+	// announced, and the controller makes no new revision and deletes
+	// nothing (watched for 3 s: nothing happening has no event to wait for).
+	r := cluster.Kubectl(t.Context(), "", "label", "daemonset", "-n", "audit", name, "team=observability")
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	if r.ExitCode != 0 || strings.Contains(r.Stderr, "rollout-impact") {
+		t.Fatalf("a label change: exit %d, and no rollout-impact warning expected:\n%s", r.ExitCode, r.Stderr)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if n := revisions(t, name); n != 1 {
+			t.Fatalf("a label change made the controller write %d revisions, want 1", n)
+		}
+		if down := nodesWithoutAgent(podsOf(t, name), nodes); down != 0 {
+			t.Fatalf("a label change took the agent off %d nodes", down)
+		}
+	}
+
+	r = cluster.Kubectl(t.Context(), "", "set", "image", "daemonset/"+name, "-n", "audit", "agent=example/agent:v2")
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	want := "Warning: rollout-impact: this template change restarts the agent on 4 nodes, 2 at a time " +
+		"(maxUnavailable 2 of 4 nodes, by the live nodes)"
+	if r.ExitCode != 0 || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("kubectl set image: exit %d; want the warning %q in:\n%s", r.ExitCode, want, r.Stderr)
+	}
+
+	// Follow the rollout to its end. Each round waits until the number of
+	// nodes without an available agent holds still, notes it, then plays
+	// the kubelet once: confirms deletions and makes the new Pods ready.
+	most, rounds := 0, 0
+	waitFor(t, "the rollout to finish", func() (bool, error) {
+		pods := podsOf(t, name)
+		if updatedAndAvailable(pods) == nodes {
+			return true, nil
+		}
+		down := steadyNodesWithoutAgent(t, name, nodes)
+		most = max(most, down)
+		rounds++
+		starting := false
+		for _, p := range podsOf(t, name) {
+			if p.DeletionTimestamp == nil {
+				starting = starting || !podReady(&p)
+				continue
+			}
+			// The kubelet confirms a deletion once the container ended.
+			if err := kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name,
+				metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Logf("confirming the deletion of %s: %v", p.Name, err)
+			}
+		}
+		if starting {
+			runPods(t, name, 0)
+		}
+		return false, nil
+	})
+	t.Logf("rollout over %d rounds; at most %d nodes without an available agent at once", rounds, most)
+	if most != window {
+		t.Errorf("the controller took up to %d nodes at once; the warning said %d", most, window)
+	}
+	if n := revisions(t, name); n != 2 {
+		t.Errorf("%d revisions after the image change, want 2", n)
+	}
+}
+
+// revisions counts the controller's revisions of the DaemonSet.
+func revisions(t *testing.T, name string) int {
+	t.Helper()
+	list, err := kube.AppsV1().ControllerRevisions("audit").List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// nodesWithoutAgent counts the nodes where no Pod of the DaemonSet is
+// available: none there, or only one being deleted or not ready.
+func nodesWithoutAgent(pods []corev1.Pod, nodes int) int {
+	up := map[string]bool{}
+	for i := range pods {
+		if p := &pods[i]; p.DeletionTimestamp == nil && podReady(p) {
+			up[targetNode(p)] = true
+		}
+	}
+	return nodes - len(up)
+}
+
+// steadyNodesWithoutAgent waits until nodesWithoutAgent gives the same
+// count for a whole second (the controller deletes a window's Pods in one
+// sync, but the test could look between two of the deletions).
+func steadyNodesWithoutAgent(t *testing.T, name string, nodes int) int {
+	t.Helper()
+	last, since := -1, time.Now()
+	for {
+		n := nodesWithoutAgent(podsOf(t, name), nodes)
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) >= time.Second {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func updatedAndAvailable(pods []corev1.Pod) int {
+	n := 0
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp == nil && podReady(p) && p.Spec.Containers[0].Image == "example/agent:v2" {
+			n++
+		}
+	}
+	return n
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
