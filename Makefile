@@ -23,13 +23,16 @@ help: ## Show this help
 build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
-# The tools build (hack/tools.sh: Kubernetes, etcd, helm, cert-manager, the
-# node's runtime) is the longest step on a cold machine. It starts right after
-# go vet, whose compiled packages it shares, niced in the background
-# (hack/background.sh), and is joined before the first stage that needs it:
-# it fills the cores the unit tests, the CEL cost and fuzzing leave idle.
+# Two steps run in the background (hack/background.sh), niced, beside the
+# stages that leave cores idle, and are joined before what needs them:
+# - the tools build (hack/tools.sh: Kubernetes, etcd, helm, cert-manager, the
+#   node's runtime), the longest step on a cold machine, right after go vet,
+#   whose compiled packages it shares, beside the unit tests and CEL cost;
+# - fuzzing and the race detector's unit tests (each compiles every
+#   dependency again, instrumented), beside the chart and e2e stages, which
+#   mostly wait on the control plane.
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, fuzz (10s per target), Kubernetes binaries (built beside those), chart, e2e, real-node e2e, race detector (unit, and the fault e2e against a -race dsguard); prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (10s per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
 	@start=$$(date +%s); export MAKE_TEST_START=$$start; \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	trap 'hack/background.sh stop-all' EXIT INT TERM; \
@@ -39,17 +42,24 @@ test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, fuzz (10s per targe
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
 	hack/stage.sh "CEL cost of the generated policies (worst cases at 1.5 MiB, $(CEL_COST_MARGIN) of the API server's limits)" $(MAKE) -s cel-cost && \
-	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
 	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node, started after go vet beside the stages since)" hack/background.sh join tools && \
+	hack/background.sh start fuzz-race $(MAKE) -s fuzz-and-race && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e && \
+	hack/stage.sh "fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node && \
-	hack/stage.sh --start-by 4500 "race detector (unit tests of $(RACE_PKGS))" $(MAKE) -s race && \
 	hack/stage.sh --start-by 4200 "race detector (e2e $(RACE_E2E_PKGS) against a dsguard built with -race)" $(MAKE) -s race-e2e; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
 
 # Fuzzing in `make test` is a short smoke run per target; `make fuzz` runs longer.
 TEST_FUZZTIME ?= 10s
+
+# fuzz-and-race is the step make test runs in the background beside chart
+# and e2e: fuzzing, then the race detector's unit tests, each a stage.
+.PHONY: fuzz-and-race
+fuzz-and-race:
+	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
+	hack/stage.sh "race detector (unit tests of $(RACE_PKGS))" $(MAKE) -s race
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)

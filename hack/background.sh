@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs a long step of `make test` beside the stages that follow it, at a lower
-# CPU priority, and joins it later as a stage of its own.
+# Runs a long step of `make test` beside the stages that follow it, at the
+# lowest CPU priority, and joins it later as a stage of its own.
 #
 # `make test` starts the tools build (CPU bound, the longest step of a cold
-# run) right after `go vet`, whose compiled packages it shares, so that it
-# takes what the unit tests, the CEL cost measurement and fuzzing leave of the
-# machine's cores (links, single-threaded tests, waits) instead of starting
-# after them. Niced, it yields to the stage in front.
+# run) right after `go vet`, whose compiled packages it shares, and fuzzing
+# with the race detector's unit tests (each compiles every dependency again,
+# instrumented) right after the tools: each takes what the stages in front
+# leave of the machine's cores (links, single-threaded tests, an e2e suite
+# waiting on its control plane) instead of starting after them. Niced, it
+# yields to the stage in front.
 #
 # Usage (DSGUARD_BACKGROUND names a directory for the steps' state and logs):
 #   hack/background.sh start NAME COMMAND...  start COMMAND in a session of its own
@@ -27,7 +29,7 @@ case "${1:-}" in
     # setsid: its own process group, so that stop-all reaches every compiler
     # it started, and a Ctrl-C in the terminal reaches it only through
     # make test's trap. The status is written last, through a rename.
-    setsid nice -n 10 bash -c 'out="$1"; shift; "$@" >"$out.log" 2>&1; echo $? >"$out.rc.tmp"; mv "$out.rc.tmp" "$out.rc"' \
+    setsid nice -n 19 bash -c 'out="$1"; shift; "$@" >"$out.log" 2>&1; echo $? >"$out.rc.tmp"; mv "$out.rc.tmp" "$out.rc"' \
       _ "$dir/$name" "$@" </dev/null >/dev/null 2>&1 &
     echo $! >"$dir/$name.pid"
     echo "==> $name: started in the background (its output comes where make test joins it)"

@@ -248,10 +248,15 @@ write_wrapper_module() {
     grep -E '^[[:space:]]*k8s.io/[^ ]+ => ./staging/' "$gomod" |
       awk -v v="$staging_ver" '{print "replace " $1 " => " $1 " " v}'
   } >"$dir/go.mod"
-  cp -r "$ROOT/hack/cert-manager/controller" "$ROOT/hack/cert-manager/cainjector" "$dir/"
-  mkdir -p "$dir/cert-manager" && mv "$dir/controller" "$dir/cainjector" "$dir/cert-manager/"
   local remote=() p
-  for p in "$@"; do [[ "$p" == ./* ]] || remote+=("$p"); done
+  for p in "$@"; do
+    if [[ "$p" == ./cert-manager/* ]]; then
+      mkdir -p "$dir/cert-manager"
+      cp -r "$ROOT/hack/cert-manager/${p#./cert-manager/}" "$dir/cert-manager/"
+    else
+      remote+=("$p")
+    fi
+  done
   log "resolving modules for ${#remote[@]} tool packages in one module ($(grep -c '^replace' "$dir/go.mod") staging replaces)"
   in_dir "$dir" go get -tool "${remote[@]}" >/dev/null 2>&1 || in_dir "$dir" go get -tool "${remote[@]}"
   in_dir "$dir" go mod tidy >/dev/null 2>&1 || in_dir "$dir" go mod tidy
