@@ -55,11 +55,14 @@ test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries
 TEST_FUZZTIME ?= 10s
 
 # fuzz-and-race is the step make test runs in the background beside chart
-# and e2e: fuzzing, then the race detector's unit tests, each a stage.
+# and e2e: fuzzing, the race detector's unit tests, then the compile of the
+# -race dsguard that race-e2e runs (the e2e framework's build then only
+# links it), each a stage.
 .PHONY: fuzz-and-race
 fuzz-and-race:
 	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
-	hack/stage.sh "race detector (unit tests of $(RACE_PKGS))" $(MAKE) -s race
+	hack/stage.sh "race detector (unit tests of $(RACE_PKGS))" $(MAKE) -s race && \
+	hack/stage.sh "compile the -race dsguard for race-e2e" env CGO_ENABLED=1 $(GO) build -race -o /dev/null ./cmd/dsguard
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
