@@ -79,13 +79,16 @@ func ImpactOf(ds *appsv1.DaemonSet, before, after *corev1.Node, hasPod bool) Nod
 	return out
 }
 
-// Unready returns, sorted, the nodes ds should run on that carry the node
-// lifecycle controller's not-ready or unreachable taint (any effect): a
-// Pod the controller makes there cannot become available until the node
-// comes back. A DaemonSet that tolerates those taints (many node agents
-// tolerate everything) keeps such nodes in desiredNumberScheduled, and in a
-// rollout each of them holds one unit of maxUnavailable (or a surge slot)
-// for as long as it stays down.
+// Unready returns, sorted, the nodes that carry the node lifecycle
+// controller's not-ready or unreachable taint (any effect) and where ds's
+// Pod keeps running (KeepsRunning: daemon Pods tolerate those NoExecute
+// taints, so a Pod placed before the node went down stays). In a rollout
+// each of them holds one unit of maxUnavailable, or one surge slot, for as
+// long as it stays down: its old Pod is unavailable, so the controller
+// deletes it at once, but with no kubelet to confirm the deletion the Pod
+// stays, and the controller counts the node as without an available Pod;
+// where the node still qualifies, the new Pod made there never becomes
+// available either.
 func (s *NodeSnapshot) Unready(ds *appsv1.DaemonSet) []string {
 	var out []string
 	for _, c := range s.classes {
@@ -95,7 +98,7 @@ func (s *NodeSnapshot) Unready(ds *appsv1.DaemonSet) []string {
 		for i, m := range c.members {
 			n := s.memberNode(c)
 			s.setMember(&n, m.name, c.valuesOf(i))
-			if Decide(ds, &n).Eligible {
+			if KeepsRunning(ds, &n) {
 				out = append(out, m.name)
 			}
 		}

@@ -185,11 +185,10 @@ func readyAfter(c *corev1.Container) time.Duration {
 	return d
 }
 
-// stallFinding predicts a rollout that stops for good: each node the
-// DaemonSet covers that is NotReady or unreachable (and tolerated, so the
-// controller keeps a Pod there) gets a new Pod that cannot become available,
-// which holds one unit of maxUnavailable, or one surge slot, until the node
-// comes back. When they hold the whole window, nothing else is replaced.
+// stallFinding predicts a rollout that stops for good: each node that is
+// NotReady or unreachable and keeps the agent's Pod (coverage's Unready)
+// holds one unit of maxUnavailable, or one surge slot, until the node comes
+// back. When they hold the whole window, nothing else is replaced.
 func stallFinding(ds *appsv1.DaemonSet, env *policy.Env, w window) (policy.Finding, bool) {
 	down := env.Nodes.Unready(ds)
 	if len(down) == 0 || w.size() == 0 {
@@ -203,8 +202,8 @@ func stallFinding(ds *appsv1.DaemonSet, env *policy.Env, w window) (policy.Findi
 	if len(down) >= w.size() {
 		return policy.Finding{
 			Field: field,
-			Message: fmt.Sprintf("the rollout will stall: %d covered %s NotReady or unreachable (%s), where a new Pod "+
-				"cannot become available, holding all %d of %s for good", len(down), either(len(down), "node is", "nodes are"),
+			Message: fmt.Sprintf("the rollout will stall: %d covered %s NotReady or unreachable (%s), where the agent's "+
+				"Pod can neither be replaced nor become available, holding all %d of %s for good", len(down), either(len(down), "node is", "nodes are"),
 				names, w.size(), what),
 			Remediation: fmt.Sprintf("bring those nodes back or delete them before the change, or raise %s above %d.", what, len(down)),
 		}, true

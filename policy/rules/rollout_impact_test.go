@@ -50,6 +50,11 @@ func TestCheckRolloutImpact(t *testing.T) {
 		testobj.Node("down-2", unready(corev1.TaintNodeNotReady)),
 		testobj.Node("gone-1", unready(corev1.TaintNodeUnreachable)))
 
+	liveWithPools := snapshotOf(testobj.PoolNodes("ok", 7, testobj.NodeLabels("pool", "ok")),
+		testobj.Node("down-1", unready(corev1.TaintNodeNotReady)),
+		testobj.Node("down-2", unready(corev1.TaintNodeNotReady)),
+		testobj.Node("gone-1", unready(corev1.TaintNodeUnreachable)))
+
 	tests := []struct {
 		name     string
 		old, new *appsv1.DaemonSet
@@ -104,8 +109,14 @@ func TestCheckRolloutImpact(t *testing.T) {
 			want: []wantFinding{
 				{field: surgeField, msg: []string{"2 at a time"}},
 				{field: surgeField, prefix: "the rollout will stall", msg: []string{"holding all 2 of maxSurge"}}}},
-		{name: "down nodes the agent does not tolerate hold nothing", old: stored(),
-			new: testobj.DS(newImage, testobj.WithTolerations()), nodes: live,
+		{name: "down nodes keep an agent that tolerates nothing: its Pods there still hold the window",
+			old: stored(), new: testobj.DS(newImage, testobj.WithTolerations()), nodes: live,
+			want: []wantFinding{
+				// Not desired there (the not-ready NoSchedule taint), but the Pods stay.
+				{field: muField, msg: []string{"(maxUnavailable 1 of 7 nodes, by the live nodes)"}},
+				{field: muField, prefix: "the rollout will stall: 3 covered nodes are NotReady"}}},
+		{name: "down nodes the agent does not select hold nothing", old: stored(),
+			new: testobj.DS(newImage, testobj.WithNodeSelector(map[string]string{"pool": "ok"})), nodes: liveWithPools,
 			want: []wantFinding{{field: muField, msg: []string{"(maxUnavailable 1 of 7 nodes, by the live nodes)"}}}},
 	}
 	for _, tt := range tests {
