@@ -31,9 +31,12 @@ build: ## Build bin/dsguard (static, version stamped)
 # - fuzzing and the race detector's unit tests (each compiles every
 #   dependency again, instrumented), beside the chart and e2e stages, which
 #   mostly wait on the control plane.
+# The fault suite (leader election, restarts, reloads, churn under load) runs
+# once, last, against a dsguard built with the race detector: it proves both
+# the faults survived and that no race occurs while they happen.
 .PHONY: test
 test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (10s per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
-	@start=$$(date +%s); export MAKE_TEST_START=$$start; \
+	@start=$$(date +%s); \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	trap 'hack/background.sh stop-all' EXIT INT TERM; \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
@@ -45,11 +48,16 @@ test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries
 	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node, started after go vet beside the stages since)" hack/background.sh join tools && \
 	hack/background.sh start fuzz-race $(MAKE) -s fuzz-and-race && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
-	hack/stage.sh "e2e (real kube-apiserver + kubectl)" $(MAKE) -s e2e && \
+	hack/stage.sh "e2e (real kube-apiserver + kubectl; the fault suite runs last, against a -race dsguard)" $(MAKE) -s e2e E2E_PKGS="$(E2E_BUT_FAULTS)" && \
 	hack/stage.sh "fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node && \
-	hack/stage.sh --start-by 4200 "race detector (e2e $(RACE_E2E_PKGS) against a dsguard built with -race)" $(MAKE) -s race-e2e; \
+	hack/stage.sh "fault e2e ($(RACE_E2E_PKGS)) against a dsguard built with -race" $(MAKE) -s race-e2e; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# E2E_PKGS are the packages `make e2e` runs; make test leaves the fault suite
+# to race-e2e.
+E2E_PKGS ?= ./test/e2e/...
+E2E_BUT_FAULTS = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/faults$$')
 
 # Fuzzing in `make test` is a short smoke run per target; `make fuzz` runs longer.
 TEST_FUZZTIME ?= 10s
@@ -112,7 +120,7 @@ E2E_SHUFFLE ?= on
 
 .PHONY: e2e
 e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl, tests in a shuffled order (E2E_SHUFFLE=<seed> replays one)
-	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) ./test/e2e/... 2>&1 | hack/e2e-summary.sh
+	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) $(E2E_PKGS) 2>&1 | hack/e2e-summary.sh
 
 # The long differential: 10,000 coverage scenarios against the real
 # DaemonSet controller, each followed by two rounds of node changes (taints

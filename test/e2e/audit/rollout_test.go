@@ -1,6 +1,9 @@
 package audit
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // TestRollout_UpdateSaysWhatItWillDo: at an UPDATE, kubectl's Warning lines
@@ -148,4 +153,125 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestRollout_StallPredictedExactlyWhenItHappens: a node stops (its Pods
+// turn unready and it gets the unreachable taints, as the node lifecycle
+// controller does); an image change then warns that the rollout will stall
+// when the down node holds the whole maxUnavailable window, and the real
+// controller indeed stops with updatedNumberScheduled flat; with a window
+// of two the warning says one unit is held, and the rollout finishes on the
+// nodes that are up.
+func TestRollout_StallPredictedExactlyWhenItHappens(t *testing.T) {
+	const down, nodes = "worker-1", 4
+	for _, tc := range []struct {
+		window int32
+		warns  string
+		stalls bool
+	}{
+		{window: 1, stalls: true, warns: "rollout-impact: the rollout will stall: 1 covered node is NotReady or unreachable (worker-1)"},
+		{window: 2, warns: "rollout-impact: 1 of the rollout's 2 nodes at a time is held for good by covered nodes that are NotReady or unreachable (worker-1): it moves 1 at a time"},
+	} {
+		t.Run(fmt.Sprintf("maxUnavailable %d", tc.window), func(t *testing.T) {
+			name := fmt.Sprintf("down-agent-%d", tc.window)
+			ds := daemonSet(name, tolerateAll)
+			ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(tc.window))
+			create(t, ds)
+			runPods(t, name, nodes)
+			waitStatus(t, name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberAvailable == nodes })
+			takeDown(t, down, name)
+
+			// dsguard's node view follows the taint within moments: a
+			// server-side dry run says what the change would do until it
+			// names the down node.
+			change := []string{"set", "image", "daemonset/" + name, "-n", "audit", "agent=example/agent:v2"}
+			waitFor(t, "the warning to name the down node", func() (bool, error) {
+				r := cluster.Kubectl(t.Context(), "", append(change, "--dry-run=server")...)
+				return strings.Contains(r.Stderr, tc.warns), nil
+			})
+			r := cluster.Kubectl(t.Context(), "", change...)
+			t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+			if r.ExitCode != 0 || !strings.Contains(r.Stderr, "Warning: "+tc.warns) {
+				t.Fatalf("exit %d; want the warning %q in:\n%s", r.ExitCode, tc.warns, r.Stderr)
+			}
+
+			// Play the kubelet of the nodes that are up (the down one
+			// confirms nothing), and watch the controller.
+			playUp := func() {
+				for _, p := range podsOf(t, name) {
+					if targetNode(&p) == down {
+						continue
+					}
+					if p.DeletionTimestamp != nil {
+						_ = kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+					}
+				}
+				runPods(t, name, 0, down)
+			}
+			if !tc.stalls {
+				waitFor(t, "the rollout to finish on the nodes that are up", func() (bool, error) {
+					playUp()
+					return updatedAndAvailable(podsOf(t, name)) == nodes-1, nil
+				})
+				return
+			}
+			// Stalled: for 10 s of the kubelet doing its part, no old Pod on
+			// a node that is up is deleted, and updatedNumberScheduled stays
+			// at most 1 (the down node's own new Pod, if the controller
+			// makes one there).
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+				playUp()
+				for _, p := range podsOf(t, name) {
+					if targetNode(&p) != down && (p.DeletionTimestamp != nil || p.Spec.Containers[0].Image != "example/agent:v1") {
+						t.Fatalf("the rollout went on: Pod %s on %s replaced", p.Name, targetNode(&p))
+					}
+				}
+				d, err := kube.AppsV1().DaemonSets("audit").Get(t.Context(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Status.UpdatedNumberScheduled > 1 {
+					t.Fatalf("updatedNumberScheduled %d: the rollout did not stall", d.Status.UpdatedNumberScheduled)
+				}
+			}
+		})
+	}
+}
+
+// takeDown does to node what the node lifecycle controller does when a
+// kubelet stops posting: the unreachable taints, and the node's Pods of the
+// DaemonSet marked not ready. The taints go when the test ends.
+func takeDown(t *testing.T, node, daemonSet string) {
+	t.Helper()
+	taints := []corev1.Taint{
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
+	}
+	setTaints := func(ctx context.Context, add bool) error {
+		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == corev1.TaintNodeUnreachable })
+		if add {
+			n.Spec.Taints = append(n.Spec.Taints, taints...)
+		}
+		_, err = kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if err := setTaints(ctx, false); err != nil {
+			t.Errorf("cleanup: lifting the unreachable taints of %s: %v", node, err)
+		}
+	})
+	if err := setTaints(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range podsOf(t, daemonSet) {
+		if targetNode(&p) == node {
+			setPodStatus(t, p.Name, false)
+		}
+	}
 }
