@@ -134,6 +134,18 @@ func setPodStatus(t *testing.T, pod string, ready bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	setRunning(p, ready)
+	if _, err := kube.CoreV1().Pods("audit").UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("status of %s: %v", pod, err)
+	}
+}
+
+// markReady reports p running and ready, as its kubelet would.
+func markReady(p *corev1.Pod) { setRunning(p, true) }
+
+// setRunning sets the status a kubelet reports for a running Pod whose
+// readiness probe passes (ready) or fails.
+func setRunning(p *corev1.Pod, ready bool) {
 	status := corev1.ConditionTrue
 	if !ready {
 		status = corev1.ConditionFalse
@@ -147,9 +159,6 @@ func setPodStatus(t *testing.T, pod string, ready bool) {
 	}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", Ready: ready, Image: "example/agent:v1",
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
-	if _, err := kube.CoreV1().Pods("audit").UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("status of %s: %v", pod, err)
-	}
 }
 
 func contains(list []string, s string) bool {

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -82,7 +83,7 @@ func TestRollout_UpdateSaysWhatItWillDo(t *testing.T) {
 			}
 		}
 		if starting {
-			runPods(t, name, 0)
+			startPods(t, name, "")
 		}
 		return false, nil
 	})
@@ -206,7 +207,7 @@ func TestRollout_StallPredictedExactlyWhenItHappens(t *testing.T) {
 						_ = kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 					}
 				}
-				runPods(t, name, 0, down)
+				startPods(t, name, down)
 			}
 			if !tc.stalls {
 				waitFor(t, "the rollout to finish on the nodes that are up", func() (bool, error) {
@@ -272,6 +273,41 @@ func takeDown(t *testing.T, node, daemonSet string) {
 	for _, p := range podsOf(t, daemonSet) {
 		if targetNode(&p) == node {
 			setPodStatus(t, p.Name, false)
+		}
+	}
+}
+
+// startPods plays the scheduler and the kubelet for a rollout in progress:
+// it binds each new Pod to its node and reports it ready, except on down,
+// whose kubelet is gone. The controller deletes and makes Pods meanwhile:
+// a Pod gone or changed since the list is left to the next round.
+func startPods(t *testing.T, name, down string) {
+	t.Helper()
+	skip := func(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
+	for _, p := range podsOf(t, name) {
+		node := targetNode(&p)
+		if p.DeletionTimestamp != nil || podReady(&p) || node == down {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			err := kube.CoreV1().Pods("audit").Bind(t.Context(), &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "audit"},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			}, metav1.CreateOptions{})
+			if err != nil && !skip(err) && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("binding %s to %s: %v", p.Name, node, err)
+			}
+		}
+		cur, err := kube.CoreV1().Pods("audit").Get(t.Context(), p.Name, metav1.GetOptions{})
+		if skip(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		markReady(cur)
+		if _, err := kube.CoreV1().Pods("audit").UpdateStatus(t.Context(), cur, metav1.UpdateOptions{}); err != nil && !skip(err) {
+			t.Fatalf("status of %s: %v", p.Name, err)
 		}
 	}
 }
