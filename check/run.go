@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -82,10 +83,8 @@ func Run(in Input) (*Results, error) {
 			gated++
 		}
 		env := in.Env
-		if d.DaemonSet.Namespace == "" {
-			d.DaemonSet.Namespace = in.Namespace
-		}
-		env.Previous = in.Previous[d.DaemonSet.Namespace+"/"+d.DaemonSet.Name]
+		ns := cmp.Or(d.DaemonSet.Namespace, in.Namespace)
+		env.Previous = in.Previous[ns+"/"+d.DaemonSet.Name]
 		res := judge(d, env, in.Namespace, byName)
 		if in.Stream != nil {
 			if streamErr = in.Stream(&res); streamErr != nil {

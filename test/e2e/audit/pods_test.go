@@ -114,18 +114,24 @@ func runPods(t *testing.T, name string, want int, unready ...string) {
 			continue
 		}
 		node := targetNode(&p)
-		if p.Spec.NodeName == "" {
-			err := kube.CoreV1().Pods("audit").Bind(t.Context(), &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "audit"},
-				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatalf("binding %s to %s: %v", p.Name, node, err)
-			}
+		if err := bind(t, &p); err != nil {
+			t.Fatalf("binding %s to %s: %v", p.Name, node, err)
 		}
 		ready := !contains(unready, node)
 		setPodStatus(t, p.Name, ready)
 	}
+}
+
+// bind binds an unbound daemon Pod to the node the controller pinned it to,
+// as the scheduler would.
+func bind(t *testing.T, p *corev1.Pod) error {
+	if p.Spec.NodeName != "" {
+		return nil
+	}
+	return kube.CoreV1().Pods("audit").Bind(t.Context(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "audit"},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: targetNode(p)},
+	}, metav1.CreateOptions{})
 }
 
 func setPodStatus(t *testing.T, pod string, ready bool) {

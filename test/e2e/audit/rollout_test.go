@@ -220,6 +220,10 @@ func TestRollout_StallPredictedExactlyWhenItHappens(t *testing.T) {
 			// a node that is up is deleted, and updatedNumberScheduled stays
 			// at most 1 (the down node's own new Pod, if the controller
 			// makes one there).
+			// The status counts the new template only once the controller
+			// has observed it: counts from before say nothing, and at least
+			// one after must be seen.
+			observed := false
 			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 				playUp()
 				for _, p := range podsOf(t, name) {
@@ -231,9 +235,16 @@ func TestRollout_StallPredictedExactlyWhenItHappens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if d.Status.ObservedGeneration < d.Generation {
+					continue
+				}
+				observed = true
 				if d.Status.UpdatedNumberScheduled > 1 {
 					t.Fatalf("updatedNumberScheduled %d: the rollout did not stall", d.Status.UpdatedNumberScheduled)
 				}
+			}
+			if !observed {
+				t.Fatal("the controller never reported on the new template within 10 s")
 			}
 		})
 	}
@@ -285,18 +296,11 @@ func startPods(t *testing.T, name, down string) {
 	t.Helper()
 	skip := func(err error) bool { return apierrors.IsNotFound(err) || apierrors.IsConflict(err) }
 	for _, p := range podsOf(t, name) {
-		node := targetNode(&p)
-		if p.DeletionTimestamp != nil || podReady(&p) || node == down {
+		if p.DeletionTimestamp != nil || podReady(&p) || targetNode(&p) == down {
 			continue
 		}
-		if p.Spec.NodeName == "" {
-			err := kube.CoreV1().Pods("audit").Bind(t.Context(), &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "audit"},
-				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-			}, metav1.CreateOptions{})
-			if err != nil && !skip(err) && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("binding %s to %s: %v", p.Name, node, err)
-			}
+		if err := bind(t, &p); err != nil && !skip(err) && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("binding %s: %v", p.Name, err)
 		}
 		cur, err := kube.CoreV1().Pods("audit").Get(t.Context(), p.Name, metav1.GetOptions{})
 		if skip(err) {
