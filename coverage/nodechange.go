@@ -5,6 +5,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // KeepsRunning reports whether the DaemonSet controller leaves a daemon
@@ -75,6 +77,52 @@ func ImpactOf(ds *appsv1.DaemonSet, before, after *corev1.Node, hasPod bool) Nod
 		out.Impact = ImpactLostOnRestart
 	case !hasPod && was.Eligible && !now.Eligible:
 		out.Impact = ImpactNoLongerPlaced
+	}
+	return out
+}
+
+// Loses reports whether the DaemonSet loses the node, now or once its Pod
+// there is restarted.
+func (im NodeImpact) Loses() bool {
+	return im.Impact != ImpactNone && im.Impact != ImpactGains
+}
+
+// Why says what the change does on node, for the person about to make it,
+// in the words of the skip reasons check and audit print.
+func (im NodeImpact) Why(node string) string {
+	reason := "the node is removed"
+	if im.Decision.Kind != "" {
+		reason = Skip{Kind: im.Decision.Kind, Taint: im.Decision.Taint}.Reason()
+	}
+	switch im.Impact {
+	case ImpactGains:
+		return "the node now qualifies: the controller makes a Pod on " + node
+	case ImpactLostOnRestart:
+		return reason + ": its Pod keeps running until it is restarted, evicted or updated, then never comes back on " + node
+	case ImpactRemoved:
+		if im.Decision.Kind == SkipTaint {
+			return reason + ": its Pod on " + node + " is evicted now"
+		}
+		return reason + ": its Pod on " + node + " is deleted now"
+	case ImpactNoLongerPlaced:
+		return reason + ": no Pod will be made on " + node
+	}
+	return ""
+}
+
+// DaemonSetsWithPod returns the DaemonSets that own one of pods (the Pods
+// bound to one node, metadata is enough), leaving out Pods being deleted:
+// ImpactOf's hasPod for each.
+func DaemonSetsWithPod(pods []metav1.PartialObjectMetadata) map[types.NamespacedName]bool {
+	out := map[types.NamespacedName]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "DaemonSet" {
+			out[types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}] = true
+		}
 	}
 	return out
 }

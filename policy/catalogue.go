@@ -25,6 +25,9 @@ func (reg *Registry) WriteCatalogueMarkdown(w io.Writer) error {
 			b.WriteString(" Cannot be exempted.")
 		}
 		switch {
+		case r.OnNodeChange:
+			b.WriteString(" Judges changes to Nodes (the webhook's Node entry, `dsguard taint` and `dsguard label`), " +
+				"DaemonSet by DaemonSet; scope and exemptions pick the DaemonSets.")
 		case r.NeedsFit:
 			b.WriteString(" Needs the nodes' allocatable and the Pods bound to them (`check --nodes` with a " +
 				"`kubectl get nodes,pods,priorityclasses,namespaces -A -o yaml` dump); not yet at admission or in the audit.")

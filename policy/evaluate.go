@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/coverage/fit"
@@ -44,11 +45,24 @@ type Env struct {
 	// bound there, PriorityClasses), or nil when it is not known; rules
 	// that need it are skipped then.
 	Fit *fit.Cluster
+	// NodeChange, when set, is a change to one Node under review: only the
+	// rules marked OnNodeChange run, each DaemonSet judged for what the
+	// change does to it. Nil everywhere else, where those rules never run.
+	NodeChange *NodeChange
 
 	// predicted caches the judgement of the last DaemonSet's placement and
 	// its prediction, shared by the rules that read them, with the
 	// DaemonSet and node snapshot they were made for.
 	predicted predicted
+}
+
+// NodeChange is a change to one Node, as a person makes it with kubectl
+// taint or label.
+type NodeChange struct {
+	Before, After *corev1.Node
+	// WithPod holds the DaemonSets whose Pod runs on the node now
+	// (coverage.DaemonSetsWithPod).
+	WithPod map[types.NamespacedName]bool
 }
 
 // predicted is a placement's judgement and prediction, and what they were
@@ -168,9 +182,10 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 }
 
 // applies reports whether the rule runs for ds in namespace: it is not off,
-// has the nodes it needs, and ds is in its scope.
+// judges what env judges (a DaemonSet, or a node change), has the nodes it
+// needs, and ds is in its scope.
 func (rs *ruleSettings) applies(ds *appsv1.DaemonSet, namespace string, env *Env) bool {
-	return rs.action != ActionOff && (!rs.rule.NeedsNodes || env.Nodes != nil) && (!rs.rule.NeedsFit || env.Fit != nil) &&
+	return rs.action != ActionOff && rs.rule.OnNodeChange == (env.NodeChange != nil) && (!rs.rule.NeedsNodes || env.Nodes != nil) && (!rs.rule.NeedsFit || env.Fit != nil) &&
 		rs.scope.matches(namespace, ds.Labels)
 }
 

@@ -30,6 +30,10 @@ type Rule struct {
 	// NeedsFit marks rules that also need what the scheduler weighs
 	// (Env.Fit): they run where the cluster's Pods are known.
 	NeedsFit bool
+	// OnNodeChange marks rules that judge a change to a Node for each
+	// DaemonSet (Env.NodeChange) instead of a DaemonSet itself: they run
+	// only in the webhook's Node entry and in `dsguard taint` and `label`.
+	OnNodeChange bool
 	// Exemptible is false for rules that exemption annotations cannot silence.
 	Exemptible bool
 	// NotRendered, when set, says why the generated ValidatingAdmissionPolicies

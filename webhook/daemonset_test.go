@@ -105,19 +105,26 @@ func request(t testing.TB, op admissionv1.Operation, obj, old any) admission.Req
 	return req
 }
 
-func newTestHandler(t testing.TB, policyYAML string) (*DaemonSetHandler, *clusterview.PolicySource, *Metrics) {
+// testServing is what every handler under test is made of: the client-go
+// scheme, fresh metrics, and policyYAML loaded (the defaults when empty).
+func testServing(t testing.TB, policyYAML string) (*runtime.Scheme, *clusterview.PolicySource, *Metrics) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	m := NewMetrics(prometheus.NewRegistry())
 	src := clusterview.NewPolicySource(nil)
 	if policyYAML == "" {
 		src.UseDefaults("test")
 	} else if err := src.Load([]byte(policyYAML), "test"); err != nil {
 		t.Fatal(err)
 	}
+	return scheme, src, NewMetrics(prometheus.NewRegistry())
+}
+
+func newTestHandler(t testing.TB, policyYAML string) (*DaemonSetHandler, *clusterview.PolicySource, *Metrics) {
+	t.Helper()
+	scheme, src, m := testServing(t, policyYAML)
 	h := NewDaemonSetHandler(scheme, src, m, ownNamespace, nil)
 	h.Now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
 	return h, src, m

@@ -9,8 +9,10 @@ import (
 // bounded: rule IDs and actions, never object or node names.
 type Metrics struct {
 	Decisions *prometheus.CounterVec
-	Findings  *prometheus.CounterVec
-	Bypasses  prometheus.Counter
+	// NodeChangeDecisions counts the Node entry's answers.
+	NodeChangeDecisions *prometheus.CounterVec
+	Findings            *prometheus.CounterVec
+	Bypasses            prometheus.Counter
 	// ConnectionsEvicted counts connections closed at the connection cap.
 	ConnectionsEvicted prometheus.Counter
 	// MetricsConnectionsEvicted counts connections to the metrics port
@@ -34,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dsguard_findings_total",
 			Help: "Findings reported at admission, by rule and final action.",
 		}, []string{"rule", "action"}),
+		NodeChangeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dsguard_node_change_decisions_total",
+			Help: "Answers to changes of Node taints and labels by people (the Node webhook entry), by result: allowed (no DaemonSet loses the node), warned, denied (an agent the policy says no node may lose), bypassed, unauthenticated, error.",
+		}, []string{"result"}),
 		Bypasses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dsguard_bypass_total",
 			Help: "DaemonSet requests admitted unchecked because the user or a group is on the policy's bypass list.",
@@ -55,6 +61,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "dsguard_webhook_refusals_total",
 		Help: "Requests and connections the webhook server refused, cut off or dropped, by reason (connection-evicted, slow-body, body-budget, lane-timeout, lane-evicted, lane-full) and caller (api-server: authenticated; unauthenticated: client authentication is on and the caller failed it; unknown: client authentication is off). A refused review of the API server's is admitted unjudged on a fail-open webhook entry.",
 	}, []string{"reason", "caller"})
-	reg.MustRegister(m.Decisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.MetricsConnectionsEvicted, m.HeavyWaiting, m.Refusals)
+	reg.MustRegister(m.Decisions, m.NodeChangeDecisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.MetricsConnectionsEvicted, m.HeavyWaiting, m.Refusals)
 	return m
 }

@@ -78,8 +78,9 @@ func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
 		if err := c.List(cmd.Context(), &dss); err != nil {
 			return fmt.Errorf("listing DaemonSets: %w", err)
 		}
-		var pods corev1.PodList
-		if err := c.List(cmd.Context(), &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+		pods := &metav1.PartialObjectMetadataList{}
+		pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := c.List(cmd.Context(), pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 			return fmt.Errorf("listing the Pods on %s: %w", node.Name, err)
 		}
 		r := judgeNodeChange(&node, changed, dss.Items, pods.Items)
@@ -123,7 +124,7 @@ type daemonSetImpact struct {
 func (r *nodeChangeReport) Loses() int {
 	n := 0
 	for _, d := range r.DaemonSets {
-		if d.Impact != coverage.ImpactGains {
+		if (coverage.NodeImpact{Impact: d.Impact}).Loses() {
 			n++
 		}
 	}
@@ -132,53 +133,23 @@ func (r *nodeChangeReport) Loses() int {
 
 // judgeNodeChange judges every DaemonSet on the node before and after the
 // change; pods are the Pods bound to the node.
-func judgeNodeChange(before, after *corev1.Node, dss []appsv1.DaemonSet, pods []corev1.Pod) *nodeChangeReport {
-	running := map[types.NamespacedName]bool{}
-	for i := range pods {
-		p := &pods[i]
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "DaemonSet" && p.DeletionTimestamp == nil {
-			running[types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}] = true
-		}
-	}
+func judgeNodeChange(before, after *corev1.Node, dss []appsv1.DaemonSet, pods []metav1.PartialObjectMetadata) *nodeChangeReport {
+	withPod := coverage.DaemonSetsWithPod(pods)
 	r := &nodeChangeReport{Node: before.Name, DaemonSets: []daemonSetImpact{}}
 	for i := range dss {
 		ds := &dss[i]
-		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		im := coverage.ImpactOf(ds, before, after, running[key])
+		im := coverage.ImpactOf(ds, before, after, withPod[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}])
 		if im.Impact == coverage.ImpactNone {
 			r.Unaffected++
 			continue
 		}
 		r.DaemonSets = append(r.DaemonSets, daemonSetImpact{Namespace: ds.Namespace, Name: ds.Name, Impact: im.Impact,
-			Why: impactWhy(im, before.Name)})
+			Why: im.Why(before.Name)})
 	}
 	slices.SortFunc(r.DaemonSets, func(a, b daemonSetImpact) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	return r
-}
-
-// impactWhy says it for the person about to change the node, in the
-// words of the skip reasons check and audit print.
-func impactWhy(im coverage.NodeImpact, node string) string {
-	reason := "the node is removed"
-	if im.Decision.Kind != "" {
-		reason = coverage.Skip{Kind: im.Decision.Kind, Taint: im.Decision.Taint}.Reason()
-	}
-	switch im.Impact {
-	case coverage.ImpactGains:
-		return "the node now qualifies: the controller makes a Pod on " + node
-	case coverage.ImpactLostOnRestart:
-		return reason + ": its Pod keeps running until it is restarted, evicted or updated, then never comes back on " + node
-	case coverage.ImpactRemoved:
-		if im.Decision.Kind == coverage.SkipTaint {
-			return reason + ": its Pod on " + node + " is evicted now"
-		}
-		return reason + ": its Pod on " + node + " is deleted now"
-	case coverage.ImpactNoLongerPlaced:
-		return reason + ": no Pod will be made on " + node
-	}
-	return ""
 }
 
 func (r *nodeChangeReport) write(w io.Writer, what string) error {

@@ -80,10 +80,9 @@ func TestJudgeNodeChange(t *testing.T) {
 		named("node-exporter"), // tolerates everything
 		named("csi-plugin", testobj.WithTolerations()),
 	}
-	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "istio-cni-node-x", Namespace: "monitoring",
-		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "istio-cni-node", Controller: new(true)}}},
-		Spec: corev1.PodSpec{NodeName: "infra-4"}}
-	r := judgeNodeChange(before, after, dss, []corev1.Pod{pod})
+	pod := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "istio-cni-node-x", Namespace: "monitoring",
+		OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "istio-cni-node", Controller: new(true)}}}}
+	r := judgeNodeChange(before, after, dss, []metav1.PartialObjectMetadata{pod})
 	if r.Unaffected != 1 || len(r.DaemonSets) != 2 || r.Loses() != 2 {
 		t.Fatalf("report %+v, want csi-plugin and istio-cni-node losing the node, node-exporter unaffected", r)
 	}

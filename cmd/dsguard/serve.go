@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -84,7 +85,8 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the validating admission webhook",
-		Long: "Serve runs the admission webhook for apps/v1 DaemonSets and for the policy ConfigMap.\n" +
+		Long: "Serve runs the admission webhook for apps/v1 DaemonSets, for the policy ConfigMap and for\n" +
+			"changes people make to Nodes' taints and labels (the node-change rule).\n" +
 			"The policy is read from a ConfigMap and reloaded live; an invalid edit keeps the last good policy.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(&o) },
@@ -189,7 +191,9 @@ func runServe(o *serveOptions) error {
 	if err := o.addAuditor(mgr, source, nodes); err != nil {
 		return err
 	}
-	o.registerWebhooks(mgr, scheme, ref, source, nodes, m)
+	if err := o.registerWebhooks(mgr, scheme, ref, source, nodes, m); err != nil {
+		return err
+	}
 	webhookServer := mgr.GetWebhookServer().(*dswebhook.Server)
 	readiness := []namedCheck{{"policy", source.ReadyCheck}, {"nodes", nodes.ReadyCheck},
 		{"webhook", webhookServer.StartedChecker()}, {"draining", webhookServer.DrainingChecker}}
@@ -404,10 +408,10 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 	return mgr.Add(auditor)
 }
 
-// registerWebhooks puts the DaemonSet handler and the policy ConfigMap
-// validator on the webhook server.
+// registerWebhooks puts the DaemonSet handler, the policy ConfigMap
+// validator and the Node change handler on the webhook server.
 func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme, ref clusterview.PolicyRef,
-	source *clusterview.PolicySource, nodes *clusterview.NodeView, m *dswebhook.Metrics) {
+	source *clusterview.PolicySource, nodes *clusterview.NodeView, m *dswebhook.Metrics) error {
 	srv := mgr.GetWebhookServer()
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
 	dsHandler.FailOpenNamespaces = o.failOpen
@@ -415,6 +419,39 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	srv.Register(dswebhook.DaemonSetPath, dsHandler.HTTPHandler())
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
+	nodeChanges, err := o.nodeChangeHandler(mgr, scheme, source, m)
+	if err != nil {
+		return err
+	}
+	srv.Register(dswebhook.NodePath, &webhook.Admission{Handler: nodeChanges})
+	return nil
+}
+
+// nodeChangeHandler judges changes to Nodes by the DaemonSets in the
+// manager's cache (the informer the auditor shares, registered here so that
+// every replica has it synced before it is ready) and the Pods bound to the
+// node, listed when a person changes a node: metadata only, no Pod informer.
+func (o *serveOptions) nodeChangeHandler(mgr ctrl.Manager, scheme *runtime.Scheme, source *clusterview.PolicySource,
+	m *dswebhook.Metrics) (*dswebhook.NodeChangeHandler, error) {
+	h := dswebhook.NewNodeChangeHandler(scheme, source, m)
+	h.ClientAuth = o.clientCAFile != ""
+	// Before the manager starts this only registers the informer, which
+	// then starts and syncs with the cache.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &appsv1.DaemonSet{}); err != nil {
+		return nil, fmt.Errorf("DaemonSet informer: %w", err)
+	}
+	h.DaemonSets = func(ctx context.Context) ([]appsv1.DaemonSet, error) {
+		var list appsv1.DaemonSetList
+		err := mgr.GetCache().List(ctx, &list)
+		return list.Items, err
+	}
+	h.PodsOnNode = func(ctx context.Context, node string) ([]metav1.PartialObjectMetadata, error) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		err := mgr.GetAPIReader().List(ctx, list, client.MatchingFields{"spec.nodeName": node})
+		return list.Items, err
+	}
+	return h, nil
 }
 
 // namedCheck is one readiness check.

@@ -15,6 +15,7 @@ var builtin = mustRegistry(
 	imagePinnedRule,
 	updateStrategyRule,
 	rolloutImpactRule,
+	nodeChangeRule,
 	nodeCoverageRule,
 	resourceFitRule,
 	priorityClassRule,

@@ -17,6 +17,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -84,6 +85,7 @@ func TestRuleFixtures(t *testing.T) {
 			env := env
 			env.Nodes = readFixtureNodes(t, r)
 			env.Previous = readFixturePrevious(t, r)
+			change := readFixtureNodeChange(t, r)
 			if r.NeedsFit {
 				env.Fit = readFixtureCluster(t, r)
 			}
@@ -102,6 +104,13 @@ func TestRuleFixtures(t *testing.T) {
 					t.Run(verdict+"/"+filepath.Base(file), func(t *testing.T) {
 						ds := readFixture(t, file)
 						ds.Namespace = fixtureNamespace
+						env := env
+						if change != nil {
+							// Every fixture runs a Pod on the node.
+							c := *change
+							c.WithPod = map[types.NamespacedName]bool{{Namespace: ds.Namespace, Name: ds.Name}: true}
+							env.NodeChange = &c
+						}
 						fs := policy.Evaluate(ds, env)
 						mine := findingsOf(fs, r.ID)
 						if verdict == "allowed" && len(mine) > 0 {
@@ -175,6 +184,31 @@ func readFixturePrevious(t *testing.T, r *policy.Rule) *appsv1.DaemonSet {
 	ds := readFixture(t, file)
 	ds.Namespace = fixtureNamespace
 	return ds
+}
+
+// readFixtureNodeChange reads <rule>/node-change.yaml, a List of the node
+// before and after the change, which every fixture of a rule that judges
+// node changes is judged under; nil for the other rules.
+func readFixtureNodeChange(t *testing.T, r *policy.Rule) *policy.NodeChange {
+	t.Helper()
+	if !r.OnNodeChange {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "node-change.yaml"))
+	if err != nil {
+		t.Fatalf("rule %s judges node changes: %v", r.ID, err)
+	}
+	var list struct {
+		metav1.TypeMeta `json:",inline"`
+		Items           []corev1.Node `json:"items"`
+	}
+	if err := yaml.UnmarshalStrict(data, &list); err != nil {
+		t.Fatalf("%s/node-change.yaml: %v", r.ID, err)
+	}
+	if len(list.Items) != 2 {
+		t.Fatalf("%s/node-change.yaml holds %d nodes, want 2 (before, after)", r.ID, len(list.Items))
+	}
+	return &policy.NodeChange{Before: &list.Items[0], After: &list.Items[1]}
 }
 
 func readFixtureNodes(t *testing.T, r *policy.Rule) *coverage.NodeSnapshot {

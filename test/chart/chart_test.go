@@ -217,8 +217,13 @@ func TestTemplate_Defaults(t *testing.T) {
 
 	vwc := find(objs, "ValidatingWebhookConfiguration")[0]
 	hooks := get(vwc, "webhooks").([]any)
-	wantHooks := []struct{ name, failurePolicy string }{
-		{"daemonsets.dsguard.io", "Fail"}, {"infrastructure.daemonsets.dsguard.io", "Ignore"}, {"policy.dsguard.io", "Ignore"},
+	wantHooks := []struct {
+		name, failurePolicy string
+		timeout             float64
+	}{
+		{"daemonsets.dsguard.io", "Fail", 5}, {"infrastructure.daemonsets.dsguard.io", "Ignore", 5}, {"policy.dsguard.io", "Ignore", 5},
+		// Node updates: fails open with a short timeout, never blocking a node.
+		{"nodes.dsguard.io", "Ignore", 2},
 	}
 	if len(hooks) != len(wantHooks) {
 		t.Fatalf("%d webhooks, want %d", len(hooks), len(wantHooks))
@@ -226,9 +231,9 @@ func TestTemplate_Defaults(t *testing.T) {
 	for i, w := range wantHooks {
 		h := hooks[i]
 		if get(h, "name") != w.name || get(h, "failurePolicy") != w.failurePolicy ||
-			get(h, "matchPolicy") != "Equivalent" || get(h, "sideEffects") != "None" || get(h, "timeoutSeconds") != 5.0 {
-			t.Errorf("webhook %d = %v, want %s with failurePolicy %s, matchPolicy Equivalent, sideEffects None, timeout 5",
-				i, h, w.name, w.failurePolicy)
+			get(h, "matchPolicy") != "Equivalent" || get(h, "sideEffects") != "None" || get(h, "timeoutSeconds") != w.timeout {
+			t.Errorf("webhook %d = %v, want %s with failurePolicy %s, matchPolicy Equivalent, sideEffects None, timeout %v",
+				i, h, w.name, w.failurePolicy, w.timeout)
 		}
 		if get(h, "clientConfig", "service", "name") != "dsguard" || get(h, "clientConfig", "service", "port") != 443.0 {
 			t.Errorf("webhook %s clientConfig = %v, want the Service dsguard:443", w.name, get(h, "clientConfig"))

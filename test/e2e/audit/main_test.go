@@ -7,6 +7,7 @@ package audit
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ const gapWindow = 4 * time.Second
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunSuite(m, "audit e2e", framework.Options{
 		Nodes: framework.SmallCluster, ControllerManager: true,
+		// The taint eviction controller evicts the Pods a NoExecute taint
+		// does not let stay (TestNodeChange_*).
+		Controllers: append(slices.Clone(framework.DefaultControllers), "taint-eviction-controller"),
 		DsguardArgs: []string{"--audit-interval=1s", "--gap-window=" + gapWindow.String()},
 	}, func(ctx context.Context, s *framework.Suite) error {
 		cluster, kube = s.Cluster, s.Kube

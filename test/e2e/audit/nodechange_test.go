@@ -5,10 +5,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
 // TestTaintAndLabel_SayWhatAChangeDoes runs dsguard taint and dsguard label
@@ -78,4 +83,190 @@ func TestTaintAndLabel_SayWhatAChangeDoes(t *testing.T) {
 		t.Errorf("worker-2 changed (resourceVersion %s, then %s): dsguard taint and label must change nothing",
 			before.ResourceVersion, after.ResourceVersion)
 	}
+}
+
+// TestNodeChange_WarningsNameWhoLosesTheNode taints a node with kubectl, as
+// a person does, and holds the Node entry's Warning lines against what the
+// real controllers then do: the DaemonSets named under NoSchedule are the
+// ones whose deleted Pod the DaemonSet controller does not make again there,
+// and those named under NoExecute are the ones the taint eviction controller
+// evicts; the others' Pods come back or stay.
+func TestNodeChange_WarningsNameWhoLosesTheNode(t *testing.T) {
+	const node = "worker-2"
+	plain := daemonSet("nc-plain") // no toleration: the workers only
+	scheduleOnly := daemonSet("nc-schedule-only", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoSchedule})
+	tolerant := daemonSet("nc-tolerant", tolerateAll)
+	for _, ds := range []*appsv1.DaemonSet{plain, scheduleOnly, tolerant} {
+		create(t, ds)
+	}
+	runPods(t, plain.Name, 3)
+	runPods(t, scheduleOnly.Name, 3)
+	runPods(t, tolerant.Name, 4)
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if r := cluster.Kubectl(ctx, "", "taint", "nodes", node, "dedicated-"); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+			t.Errorf("cleanup: %v", r.Error())
+		}
+	})
+	calls := func() float64 {
+		return apiServerMetric(t, "apiserver_admission_webhook_request_total", `name="nodes.dsguard.io"`)
+	}
+	before := calls()
+
+	// NoSchedule: the Pods stay; a deleted one comes back only where the
+	// warning did not name its DaemonSet.
+	named := taintNamed(t, node, "dedicated=infra:NoSchedule")
+	if want := []string{"audit/nc-plain"}; !slices.Equal(named, want) {
+		t.Fatalf("NoSchedule: the warnings name %v, want %v", named, want)
+	}
+	if got := calls() - before; got != 1 {
+		t.Errorf("the API server called dsguard's Node entry %v times for one kubectl taint, want 1", got)
+	}
+	// The controller has seen the taint once it counts the node out of
+	// nc-plain's nodes; then each agent's Pod there is deleted.
+	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.DesiredNumberScheduled == 2 })
+	for _, ds := range []*appsv1.DaemonSet{plain, scheduleOnly, tolerant} {
+		deletePodOn(t, ds.Name, node)
+	}
+	for _, ds := range []*appsv1.DaemonSet{scheduleOnly, tolerant} {
+		waitFor(t, ds.Name+"'s Pod made again on "+node, func() (bool, error) { return podOn(t, ds.Name, node) != nil, nil })
+	}
+	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.CurrentNumberScheduled == 2 })
+	if p := podOn(t, plain.Name, node); p != nil {
+		t.Errorf("the warning said nc-plain never comes back on %s, but the controller made %s there", node, p.Name)
+	}
+	runPods(t, scheduleOnly.Name, 3)
+	runPods(t, tolerant.Name, 4)
+
+	// NoExecute: the taint eviction controller evicts exactly the named.
+	named = taintNamed(t, node, "dedicated=infra:NoExecute")
+	if want := []string{"audit/nc-schedule-only"}; !slices.Equal(named, want) {
+		t.Fatalf("NoExecute: the warnings name %v, want %v", named, want)
+	}
+	waitFor(t, "the eviction of nc-schedule-only's Pod on "+node, func() (bool, error) {
+		p := podOn(t, scheduleOnly.Name, node)
+		return p == nil || p.DeletionTimestamp != nil, nil
+	})
+	if p := podOn(t, tolerant.Name, node); p == nil || p.DeletionTimestamp != nil {
+		t.Errorf("nc-tolerant's Pod on %s was evicted or is gone, though no warning named it: %v", node, p)
+	}
+}
+
+// TestNodeChange_NodesOwnWritesNeverReachDsguard makes the Node writes the
+// kubelet and the node controllers make (as those identities) and a
+// lifecycle taint's change by an admin: the API server's match conditions
+// leave every one of them out, so its metrics count no call to dsguard's
+// Node entry and one exclusion each.
+func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
+	const node = "worker-1"
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		cluster.Kubectl(ctx, "", "label", "nodes", node, "e2e.dsguard.io/kubelet-")
+		cluster.Kubectl(ctx, "", "taint", "nodes", node, "e2e.dsguard.io/controller-", corev1.TaintNodeOutOfService+"-")
+	})
+	calls := func() float64 {
+		return apiServerMetric(t, "apiserver_admission_webhook_request_total", `name="nodes.dsguard.io"`)
+	}
+	excluded := func() float64 {
+		return apiServerMetric(t, "apiserver_admission_match_condition_exclusions_total", `name="nodes.dsguard.io"`)
+	}
+	callsBefore, excludedBefore := calls(), excluded()
+	writes := [][]string{
+		// system:masters authorizes the write whatever the authorizers
+		// grant these identities here; admission sees the identity.
+		{"--as=system:node:" + node, "--as-group=system:nodes", "--as-group=system:masters", "label", "nodes", node, "e2e.dsguard.io/kubelet=1"},
+		{"--as=system:serviceaccount:kube-system:node-controller", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller=1:NoExecute"},
+		{"--as=system:kube-controller-manager", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller-"},
+		{"taint", "nodes", node, corev1.TaintNodeOutOfService + "=nodeshutdown:NoExecute"},
+	}
+	for _, w := range writes {
+		r := cluster.Kubectl(t.Context(), "", w...)
+		if r.Err != nil {
+			t.Fatalf("kubectl %s: %v", strings.Join(w, " "), r.Error())
+		}
+		if strings.Contains(r.Stderr, "node-change") {
+			t.Errorf("kubectl %s was judged by dsguard: %s", strings.Join(w, " "), r.Stderr)
+		}
+	}
+	if got := calls() - callsBefore; got != 0 {
+		t.Errorf("the API server called dsguard's Node entry %v times for the nodes' own writes, want 0", got)
+	}
+	if got := excluded() - excludedBefore; got != float64(len(writes)) {
+		t.Errorf("the match conditions excluded %v of the %d writes, want all", got, len(writes))
+	}
+}
+
+// taintNamed runs kubectl taint as a person and returns the DaemonSets of
+// this suite's namespace that dsguard's Warning lines name, sorted.
+func taintNamed(t *testing.T, node, taint string) []string {
+	t.Helper()
+	r := cluster.Kubectl(t.Context(), "", "taint", "nodes", node, taint, "--overwrite")
+	if r.Err != nil {
+		t.Fatalf("kubectl taint %s %s: %v", node, taint, r.Error())
+	}
+	t.Logf("$ kubectl taint nodes %s %s\n%s%s", node, taint, r.Stdout, r.Stderr)
+	var named []string
+	for _, line := range strings.Split(r.Stderr, "\n") {
+		rest, ok := strings.CutPrefix(line, "Warning: node-change: ")
+		if !ok {
+			continue
+		}
+		list, _, _ := strings.Cut(rest, ": ")
+		for _, name := range strings.Split(list, ", ") {
+			if strings.HasPrefix(name, "audit/") {
+				named = append(named, name)
+			}
+		}
+	}
+	slices.Sort(named)
+	return named
+}
+
+// podOn is the DaemonSet's Pod bound or pinned to node, nil without one.
+func podOn(t *testing.T, name, node string) *corev1.Pod {
+	t.Helper()
+	for _, p := range podsOf(t, name) {
+		if targetNode(&p) == node {
+			return &p
+		}
+	}
+	return nil
+}
+
+// deletePodOn deletes the DaemonSet's Pod on node at once, as a finished
+// kubelet would confirm it.
+func deletePodOn(t *testing.T, name, node string) {
+	t.Helper()
+	p := podOn(t, name, node)
+	if p == nil {
+		t.Fatalf("%s has no Pod on %s", name, node)
+	}
+	if err := kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p.Name+" gone", func() (bool, error) {
+		_, err := kube.CoreV1().Pods("audit").Get(t.Context(), p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// apiServerMetric sums the API server's own metric over the samples whose
+// labels hold every one of labels; 0 before the first sample.
+func apiServerMetric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	body, err := kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("the API server's metrics: %v", err)
+	}
+	v, err := framework.SumMetric(body, name, labels...)
+	if err != nil && strings.Contains(err.Error(), "not served") {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

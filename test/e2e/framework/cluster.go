@@ -66,6 +66,8 @@ type Options struct {
 	// ControllerManager starts kube-controller-manager with the DaemonSet
 	// and garbage-collector controllers, so DaemonSets get Pods and status.
 	ControllerManager bool
+	// Controllers replaces DefaultControllers for ControllerManager.
+	Controllers []string
 	// SelfManagedCerts starts dsguard with no certificate material: it keeps
 	// its own CA and the webhook configuration's caBundle.
 	SelfManagedCerts bool
@@ -157,10 +159,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if opts.ControllerManager {
-		if c.kcm, err = StartControllerManager(ControllerManagerOptions{Tools: c.Tools, KubeConfig: c.env.KubeConfig, Dir: c.dir}); err != nil {
+		if c.kcm, err = StartControllerManager(ControllerManagerOptions{Tools: c.Tools, KubeConfig: c.env.KubeConfig, Dir: c.dir,
+			Controllers: opts.Controllers}); err != nil {
 			return nil, err
 		}
-		logf("started kube-controller-manager (DaemonSet and garbage-collector controllers)")
+		controllers := opts.Controllers
+		if len(controllers) == 0 {
+			controllers = DefaultControllers
+		}
+		logf("started kube-controller-manager (%s)", strings.Join(controllers, ", "))
 	}
 
 	// envtest generated a CA and a serving certificate for localhost.

@@ -1,0 +1,295 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// nodeChangeFixture is a node, the DaemonSets of the cluster and which of
+// them run a Pod on the node.
+type nodeChangeFixture struct {
+	dss     []appsv1.DaemonSet
+	withPod []string
+}
+
+func agent(name string, mutate ...func(*appsv1.DaemonSet)) appsv1.DaemonSet {
+	ds := compliantDS(mutate...)
+	ds.Name = name
+	return *ds
+}
+
+func tolerating(ts ...corev1.Toleration) func(*appsv1.DaemonSet) {
+	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Tolerations = ts }
+}
+
+func selecting(key, value string) func(*appsv1.DaemonSet) {
+	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = map[string]string{key: value} }
+}
+
+func newNodeChangeHandler(t *testing.T, policyYAML string, f nodeChangeFixture) (*NodeChangeHandler, *Metrics) {
+	t.Helper()
+	scheme, src, m := testServing(t, policyYAML)
+	h := NewNodeChangeHandler(scheme, src, m)
+	h.DaemonSets = func(context.Context) ([]appsv1.DaemonSet, error) { return f.dss, nil }
+	h.PodsOnNode = func(_ context.Context, node string) ([]metav1.PartialObjectMetadata, error) {
+		var out []metav1.PartialObjectMetadata
+		for _, name := range f.withPod {
+			out = append(out, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+				Name: name + "-" + node, Namespace: "monitoring",
+				OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: name, Controller: new(true)}},
+			}})
+		}
+		return out, nil
+	}
+	return h, m
+}
+
+func workerNode(mutate ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "infra-4", Labels: map[string]string{"kubernetes.io/os": "linux", "pool": "general"}},
+	}
+	for _, m := range mutate {
+		m(n)
+	}
+	return n
+}
+
+func tainted(key, value string, effect corev1.TaintEffect) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
+	}
+}
+
+func labelled(key, value string) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Labels[key] = value }
+}
+
+func nodeRequest(t *testing.T, op admissionv1.Operation, before, after *corev1.Node) admission.Request {
+	req := request(t, op, after, before)
+	req.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Node"}
+	req.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	req.Namespace, req.Name = "", before.Name
+	return req
+}
+
+const denyNodeLosses = `apiVersion: dsguard.io/v1alpha1
+kind: PolicyConfig
+rules:
+  node-change:
+    action: deny
+    parameters:
+      critical: [monitoring/cil*]
+`
+
+func TestNodeChange_SaysWhichDaemonSetsLoseTheNode(t *testing.T) {
+	noSchedule := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	cluster := nodeChangeFixture{
+		dss: []appsv1.DaemonSet{
+			agent("tolerant"), // tolerates everything
+			agent("istio-cni-node", tolerating()),
+			agent("ztunnel", tolerating()),
+			agent("csi-plugin", tolerating(noSchedule)),
+			agent("general-only", selecting("pool", "general")),
+			agent("gpu-only", selecting("accelerator", "nvidia")),
+			agent("not-running-yet", tolerating()),
+			agent("cilium", tolerating()),
+		},
+		withPod: []string{"tolerant", "istio-cni-node", "ztunnel", "csi-plugin", "general-only", "cilium"},
+	}
+	cases := []struct {
+		name     string
+		policy   string
+		after    *corev1.Node
+		allowed  bool
+		result   string
+		warnings []string
+		denial   []string
+	}{{
+		name:    "NoSchedule: running Pods stay until restarted, a Pod not yet made never comes",
+		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
+		allowed: true, result: "warned",
+		warnings: []string{
+			"node-change: monitoring/cilium, monitoring/istio-cni-node, monitoring/ztunnel: taint dedicated=infra:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4",
+			"node-change: monitoring/not-running-yet: taint dedicated=infra:NoSchedule not tolerated: no Pod will be made on infra-4",
+		},
+	}, {
+		name:    "NoExecute: evicted now, also where the NoSchedule form is tolerated",
+		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoExecute)),
+		allowed: true, result: "warned",
+		warnings: []string{
+			"node-change: monitoring/cilium, monitoring/csi-plugin, monitoring/istio-cni-node, monitoring/ztunnel: taint dedicated=infra:NoExecute not tolerated: its Pod on infra-4 is evicted now",
+			"node-change: monitoring/not-running-yet: taint dedicated=infra:NoExecute not tolerated: no Pod will be made on infra-4",
+		},
+	}, {
+		name:    "a label the selector no longer matches deletes the Pod",
+		after:   workerNode(labelled("pool", "infra")),
+		allowed: true, result: "warned",
+		warnings: []string{
+			"node-change: monitoring/general-only: nodeSelector or node affinity does not match: its Pod on infra-4 is deleted now",
+		},
+	}, {
+		name:    "a label nobody selects changes nothing",
+		after:   workerNode(labelled("team", "platform")),
+		allowed: true, result: "allowed",
+	}, {
+		name:    "a deny for the critical agents refuses the change and still warns for the rest",
+		policy:  denyNodeLosses,
+		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
+		allowed: false, result: "denied",
+		warnings: []string{
+			"node-change: monitoring/istio-cni-node, monitoring/ztunnel: taint dedicated=infra:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4",
+			"node-change: monitoring/not-running-yet: taint dedicated=infra:NoSchedule not tolerated: no Pod will be made on infra-4",
+		},
+		denial: []string{"this change to node infra-4 takes agents away that the dsguard policy says no node may lose",
+			"[node-change] monitoring/cilium: taint dedicated=infra:NoSchedule not tolerated", "fix: Give the agent a toleration"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, m := newNodeChangeHandler(t, tc.policy, cluster)
+			resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), tc.after))
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			if !slices.Equal(resp.Warnings, tc.warnings) {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(resp.Warnings, "\n"), strings.Join(tc.warnings, "\n"))
+			}
+			for _, w := range resp.Warnings {
+				if len(w) > maxWarningLen {
+					t.Errorf("warning of %d characters, over the API server's %d: %s", len(w), maxWarningLen, w)
+				}
+			}
+			for _, part := range tc.denial {
+				if !strings.Contains(resp.Result.Message, part) {
+					t.Errorf("denial %q lacks %q", resp.Result.Message, part)
+				}
+			}
+			if got := testutil.ToFloat64(m.NodeChangeDecisions.WithLabelValues(tc.result)); got != 1 {
+				t.Errorf("dsguard_node_change_decisions_total{result=%q} = %v, want 1", tc.result, got)
+			}
+		})
+	}
+}
+
+func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
+	cluster := nodeChangeFixture{dss: []appsv1.DaemonSet{agent("istio-cni-node", tolerating())}, withPod: []string{"istio-cni-node"}}
+	taint := workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoExecute))
+	bypass := "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass:\n  users: [alice]\n"
+	cases := []struct {
+		name    string
+		policy  string
+		req     func(t *testing.T) admission.Request
+		tweak   func(h *NodeChangeHandler)
+		allowed bool
+		code    int32
+		result  string
+	}{{
+		name: "status only: neither taints nor labels change",
+		req: func(t *testing.T) admission.Request {
+			return nodeRequest(t, admissionv1.Update, workerNode(), workerNode())
+		},
+		allowed: true, result: "allowed",
+	}, {
+		name:    "bypassed user",
+		policy:  bypass,
+		req:     func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Update, workerNode(), taint) },
+		allowed: true, result: "bypassed",
+	}, {
+		name: "unauthenticated caller learns nothing",
+		req:  func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Update, workerNode(), taint) },
+		tweak: func(h *NodeChangeHandler) {
+			h.ClientAuth = true
+		},
+		allowed: true, result: "unauthenticated",
+	}, {
+		name:    "not an update",
+		req:     func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Create, workerNode(), taint) },
+		allowed: true, result: "allowed",
+	}, {
+		name: "a DaemonSet in the wrong entry",
+		req: func(t *testing.T) admission.Request {
+			return request(t, admissionv1.Update, compliantDS(), compliantDS())
+		},
+		code: http.StatusBadRequest, result: "error",
+	}, {
+		name: "DaemonSets cannot be listed: the entry fails open",
+		req:  func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Update, workerNode(), taint) },
+		tweak: func(h *NodeChangeHandler) {
+			h.DaemonSets = func(context.Context) ([]appsv1.DaemonSet, error) { return nil, errors.New("cache not synced") }
+		},
+		code: http.StatusServiceUnavailable, result: "error",
+	}, {
+		name: "undecodable node",
+		req: func(t *testing.T) admission.Request {
+			r := nodeRequest(t, admissionv1.Update, workerNode(), taint)
+			r.Object.Raw = []byte(`{"spec":{"taints":"nope"}}`)
+			return r
+		},
+		code: http.StatusBadRequest, result: "error",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, m := newNodeChangeHandler(t, tc.policy, cluster)
+			if tc.tweak != nil {
+				tc.tweak(h)
+			}
+			resp := h.Handle(context.Background(), tc.req(t))
+			if resp.Allowed != tc.allowed || len(resp.Warnings) > 0 {
+				t.Fatalf("allowed = %v with warnings %q, want allowed = %v and none: %+v", resp.Allowed, resp.Warnings, tc.allowed, resp.Result)
+			}
+			if tc.code != 0 && resp.Result.Code != tc.code {
+				t.Errorf("code %d, want %d: %s", resp.Result.Code, tc.code, resp.Result.Message)
+			}
+			if got := testutil.ToFloat64(m.NodeChangeDecisions.WithLabelValues(tc.result)); got != 1 {
+				t.Errorf("dsguard_node_change_decisions_total{result=%q} = %v, want 1", tc.result, got)
+			}
+		})
+	}
+}
+
+// TestNodeChange_ManyDaemonSetsStayWithinTheWarningLimits: a node change
+// that a hundred DaemonSets of varied reasons lose keeps every line within
+// 256 characters and the lines within a bounded number.
+func TestNodeChange_ManyDaemonSetsStayWithinTheWarningLimits(t *testing.T) {
+	var f nodeChangeFixture
+	after := workerNode()
+	for i := range 100 {
+		name := fmt.Sprintf("agent-with-a-rather-long-name-%03d", i)
+		key := fmt.Sprintf("dedicated-%d", i%12)
+		f.dss = append(f.dss, agent(name, tolerating()))
+		f.withPod = append(f.withPod, name)
+		if i < 12 {
+			after.Spec.Taints = append(after.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+		}
+	}
+	h, _ := newNodeChangeHandler(t, "", f)
+	resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), after))
+	if !resp.Allowed || len(resp.Warnings) == 0 || len(resp.Warnings) > maxNodeChangeLines {
+		t.Fatalf("allowed %v with %d warnings, want allowed with 1 to %d", resp.Allowed, len(resp.Warnings), maxNodeChangeLines)
+	}
+	total := 0
+	for _, w := range resp.Warnings {
+		total += len(w)
+		if len(w) > maxWarningLen || strings.HasSuffix(w, "...") {
+			t.Errorf("warning cut or over %d characters (%d): %s", maxWarningLen, len(w), w)
+		}
+	}
+	if total > warningBudget {
+		t.Errorf("warnings total %d characters, over dsguard's budget of %d", total, warningBudget)
+	}
+	if !strings.Contains(resp.Warnings[0], " more: taint ") {
+		t.Errorf("a line naming more DaemonSets than fit should count the rest: %s", resp.Warnings[0])
+	}
+}
