@@ -41,11 +41,11 @@ test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries
 	trap 'hack/background.sh stop-all' EXIT INT TERM; \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
-	hack/background.sh start tools hack/tools.sh --node && \
+	hack/background.sh start tools sh -c 'hack/tools.sh --node && hack/debian-package.sh chromium chromium' && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
 	hack/stage.sh "CEL cost of the generated policies (worst cases at 1.5 MiB, $(CEL_COST_MARGIN) of the API server's limits)" $(MAKE) -s cel-cost && \
-	hack/stage.sh "Kubernetes binaries and the node's runtime (hack/tools.sh --node, started after go vet beside the stages since)" hack/background.sh join tools && \
+	hack/stage.sh "Kubernetes binaries, the node's runtime and Chromium (started after go vet beside the stages since)" hack/background.sh join tools && \
 	hack/background.sh start fuzz-race $(MAKE) -s fuzz-and-race && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl; the fault suite runs last, against a -race dsguard)" $(MAKE) -s e2e E2E_PKGS="$(E2E_BUT_FAULTS)" && \
@@ -119,8 +119,13 @@ unit-image: ## Vet and unit-test the packages the image's build tags change (IMA
 E2E_SHUFFLE ?= on
 
 .PHONY: e2e
-e2e: tools ## Run the end-to-end suite against a real kube-apiserver with the real kubectl, tests in a shuffled order (E2E_SHUFFLE=<seed> replays one)
+e2e: tools browser ## Run the end-to-end suite against a real kube-apiserver with the real kubectl, tests in a shuffled order (E2E_SHUFFLE=<seed> replays one)
 	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) $(E2E_PKGS) 2>&1 | hack/e2e-summary.sh
+
+# The coverage map's e2e opens the page in Debian's Chromium.
+.PHONY: browser
+browser:
+	@hack/debian-package.sh chromium chromium
 
 # The long differential: 10,000 coverage scenarios against the real
 # DaemonSet controller, each followed by two rounds of node changes (taints

@@ -136,22 +136,8 @@ node_stamped() {
   command -v runc >/dev/null
 }
 
-# install_runc installs Debian's runc when none is on PATH. Only as root: a
-# developer without root installs it once with `apt-get install runc`.
-install_runc() {
-  command -v runc >/dev/null && return 0
-  if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null; then
-    log "runc is not installed; as root: apt-get install runc"
-    return 1
-  fi
-  local start=$SECONDS
-  log "runc: installing Debian's package"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends runc >/dev/null 2>&1; then
-    apt-get update >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends runc >/dev/null
-  fi
-  log "runc: $(runc --version | head -1) installed in $((SECONDS - start))s"
-}
+# install_runc installs Debian's runc when none is on PATH (only as root).
+install_runc() { "$(dirname "${BASH_SOURCE[0]}")/debian-package.sh" runc runc; }
 
 k8s_gomod() {
   go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p'

@@ -25,6 +25,7 @@ import (
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/coverage/fit"
+	"github.com/dsguard/dsguard/coveragemap"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
 )
@@ -34,6 +35,7 @@ type auditOptions struct {
 	allNamespaces    bool
 	selector         string
 	output           string
+	poolLabel        string
 	noHeaders        bool
 	exitCode         bool
 	watch            bool
@@ -54,7 +56,9 @@ func newAuditCommand() *cobra.Command {
 			"nodes it skips for untolerated taints (which desiredNumberScheduled does not show); and, for a gap,\n" +
 			"node by node why there is no ready Pod. -o wide prints those details and where each DaemonSet runs,\n" +
 			"with every skipped node by reason; -o json and -o yaml everything; -o name, -o jsonpath=... and\n" +
-			"-o go-template=... as kubectl prints them.\n\n" +
+			"-o go-template=... as kubectl prints them; -o html one self-contained page, a coverage map of node\n" +
+			"groups against DaemonSets (covered, Pending, skipped and why, misscheduled), and -o markdown the\n" +
+			"same as a table for a pull request.\n\n" +
 			"The cluster is reached with kubectl's flags (--kubeconfig, --context, --as, --token, --server,\n" +
 			"--request-timeout, ...). The policy is --config, else the dsguard-policy ConfigMap in\n" +
 			"--dsguard-namespace, else the defaults.",
@@ -77,7 +81,8 @@ func newAuditCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "audit DaemonSets in every namespace")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector of the DaemonSets to audit (e.g. -l app=node-exporter)")
-	f.StringVarP(&o.output, "output", "o", "", "output format: (table), wide, json, yaml, name, jsonpath=..., go-template=...")
+	f.StringVarP(&o.output, "output", "o", "", "output format: (table), wide, json, yaml, name, jsonpath=..., go-template=..., html (a coverage map page) or markdown")
+	f.StringVar(&o.poolLabel, "pool-label", "", "node label that names pools in -o html and markdown (default: the first of "+strings.Join(coveragemap.PoolLabels, ", ")+", else the node's role)")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print the table without its header line")
 	f.BoolVar(&o.exitCode, "exit-code", false, "exit 1 when any DaemonSet has a gap")
 	f.BoolVarP(&o.watch, "watch", "w", false, "audit again every --interval, tracking how long each gap has lasted")
@@ -87,13 +92,17 @@ func newAuditCommand() *cobra.Command {
 	f.StringVar(&o.dsguardNamespace, "dsguard-namespace", "dsguard-system", "namespace of the dsguard-policy ConfigMap")
 	f.BoolVar(&o.fit, "fit", true, "read the cluster's Pods, PriorityClasses and Namespaces to predict whether each DaemonSet's "+
 		"Pods land on the nodes they cover (rules resource-fit and priority-class); --fit=false on clusters too large to list every Pod")
-	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("wide", "json", "yaml", "name", "jsonpath=", "go-template="))
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("wide", "json", "yaml", "name", "jsonpath=", "go-template=", "html", "markdown"))
 	return cmd
 }
 
 func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
-	if o.output != "" && o.output != "wide" && !printerFormat(o.output) {
-		return fmt.Errorf("unknown output format %q (want wide, json, yaml, name, jsonpath=... or go-template=...)", o.output)
+	_, isMap := mapFormats[o.output]
+	if o.output != "" && o.output != "wide" && !isMap && !printerFormat(o.output) {
+		return fmt.Errorf("unknown output format %q (want wide, json, yaml, name, jsonpath=..., go-template=..., html or markdown)", o.output)
+	}
+	if isMap && o.watch {
+		return fmt.Errorf("-o %s writes one map; it does not combine with --watch", o.output)
 	}
 	var sel labels.Selector
 	if o.selector != "" {
@@ -128,7 +137,12 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 		if o.watch && (o.output == "" || o.output == "wide") {
 			fmt.Fprintf(out, "\n%s\n", time.Now().Format(time.RFC3339))
 		}
-		if err := writeAudit(out, o, pass); err != nil {
+		if isMap {
+			err = writeAuditMap(ctx, out, c, o, namespace, pass)
+		} else {
+			err = writeAudit(out, o, pass)
+		}
+		if err != nil {
 			return err
 		}
 		if !o.watch {
@@ -154,6 +168,8 @@ type auditPass struct {
 	entries []audit.Entry
 	snap    *coverage.NodeSnapshot
 	nodes   map[string]*corev1.Node
+	// nodeList holds the same nodes in the API server's order.
+	nodeList []*corev1.Node
 }
 
 // placements describes where each audited DaemonSet runs.
@@ -308,7 +324,7 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 			}
 		}
 	}
-	return &auditPass{entries: entries, snap: snap, nodes: byName}, nil
+	return &auditPass{entries: entries, snap: snap, nodes: byName, nodeList: nodes}, nil
 }
 
 // readFitCluster lists what the scheduler weighs: the Pods (reduced as they

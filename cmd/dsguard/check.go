@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/coverage/fit"
+	"github.com/dsguard/dsguard/coveragemap"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/manifest"
 	"github.com/dsguard/dsguard/policy/rules"
@@ -36,6 +38,7 @@ type checkOptions struct {
 	files        []string
 	configFile   string
 	output       string
+	poolLabel    string
 	namespace    string
 	nodesFile    string
 	previousFile string
@@ -70,7 +73,8 @@ func newCheckCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.files, "filename", "f", nil, "manifest file, directory (recursive), chart, kustomization or - for stdin; repeatable (paths may also be given as arguments)")
 	f.StringVar(&o.configFile, "config", "", policyFileUsage)
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit or github")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit, github, or with --nodes html (a coverage map page) or markdown")
+	f.StringVar(&o.poolLabel, "pool-label", "", "node label that names pools in -o html and markdown (default: the first of "+strings.Join(coveragemap.PoolLabels, ", ")+", else the node's role)")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
 	f.StringVar(&o.previousFile, "previous", "", "the DaemonSets as they stand in the cluster (kubectl get ds -A -o yaml, status included): each DaemonSet checked is judged as an update of its namesake, and rollout-impact says what the change will do")
@@ -79,7 +83,7 @@ func newCheckCommand() *cobra.Command {
 	f.StringArrayVar(&o.render.ValuesFiles, "values", nil, "Helm values file for the charts checked; repeatable, later files win")
 	f.StringArrayVar(&o.render.Set, "set", nil, "Helm value for the charts checked (key=value, as helm --set); repeatable")
 	f.StringVar(&o.render.ReleaseName, "release-name", "", "Helm release name for the charts checked (default release-name, as helm template)")
-	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("text", "wide", "json", "sarif", "junit", "github"))
+	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("text", "wide", "json", "sarif", "junit", "github", "html", "markdown"))
 	_ = cmd.RegisterFlagCompletionFunc("fail-on", fixedCompletion("deny", "warn"))
 	return cmd
 }
@@ -89,8 +93,16 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		return fmt.Errorf("no input: give one or more paths (or - for stdin)")
 	}
 	format, ok := checkFormats[o.output]
+	if writeMap, isMap := mapFormats[o.output]; isMap {
+		if o.nodesFile == "" {
+			return fmt.Errorf("-o %s maps DaemonSets against nodes: give the node set with --nodes", o.output)
+		}
+		format, ok = func(w io.Writer, _ policy.Action) check.Writer {
+			return &mapWriter{w: w, write: writeMap, in: coveragemap.Input{PoolLabel: o.poolLabel, Title: strings.Join(paths, " ")}}
+		}, true
+	}
 	if !ok {
-		return fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit or github)", o.output)
+		return fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit, github, html or markdown)", o.output)
 	}
 	failOn := policy.Action(o.failOn)
 	if failOn != policy.ActionDeny && failOn != policy.ActionWarn {
@@ -122,6 +134,9 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.FitNote = nodes.fitNote
 	}
 	w := format(cmd.OutOrStdout(), failOn)
+	if m, ok := w.(*mapWriter); ok {
+		m.in.Nodes = in.Nodes
+	}
 	if c, ok := w.(io.Closer); ok {
 		// A writer that holds a temporary file lets it go even when the
 		// run ends before Finish.

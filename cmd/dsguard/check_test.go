@@ -251,3 +251,32 @@ func TestCheck_Previous(t *testing.T) {
 		t.Error("an unreadable --previous is not an error")
 	}
 }
+
+// TestCheck_CoverageMap: -o markdown and -o html lay the manifests'
+// DaemonSets against the --nodes node set; without --nodes they refuse.
+func TestCheck_CoverageMap(t *testing.T) {
+	out, _, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "-f", "../../examples/node-exporter-gpu.yaml",
+		"--nodes", "../../examples/nodes.yaml", "-o", "markdown")
+	if code != 1 {
+		t.Errorf("exit %d, want 1: the exit code still follows the verdicts (node-exporter is denied)", code)
+	}
+	for _, want := range []string{
+		"4 nodes, 2 DaemonSets (predicted from the manifests)",
+		"| `monitoring/gpu-node-exporter` | 1 | 0 | 0 | 3: nodeSelector gpu=true |",
+		"| `monitoring/node-exporter` | 3 | 0 | 0 | 1: taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-o markdown lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "--nodes", "../../examples/nodes.yaml",
+		"-o", "html", "--pool-label", "kubernetes.io/hostname")
+	if !strings.HasPrefix(out, "<!DOCTYPE html>") || !strings.Contains(out, `data-nodes="cp-1"`) ||
+		!strings.Contains(out, `<span class="pool">cp-1</span>`) {
+		t.Errorf("-o html with --pool-label: not the page expected:\n%s", out)
+	}
+	if _, err, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "-o", "html"); code != 2 ||
+		err == nil || !strings.Contains(err.Error(), "--nodes") {
+		t.Errorf("-o html without --nodes: exit %d, err %v; want 2 and a word on --nodes", code, err)
+	}
+}

@@ -1,0 +1,184 @@
+package coveragemap
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+)
+
+// WriteHTML writes the map as one page that needs nothing else: styles,
+// script and data inline, no request to anywhere. The script only filters
+// what the server-side table already shows, so the page reads the same with
+// scripts off. The address's fragment presets the filters (#gaps,
+// #ds=<text>), so that a link can point at a view.
+func (m *Map) WriteHTML(w io.Writer) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return pageTemplate.Execute(w, struct {
+		*Map
+		Data template.JS
+	}{m, template.JS(data)})
+}
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"short": shortNames,
+	"join":  strings.Join,
+	"gap":   func(c Column) bool { return c.Counts[Pending]+c.Counts[Skipped]+c.Counts[Misscheduled] > 0 },
+	"rowGap": func(g Group) bool {
+		for _, c := range g.Cells {
+			if c.State != Covered {
+				return true
+			}
+		}
+		return false
+	},
+	"deref": func(p *int32) int32 { return *p },
+}).Parse(pageHTML))
+
+// shortNames lists up to 3 names and counts the rest.
+func shortNames(names []string) string {
+	if len(names) <= 3 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:3], ", "), len(names)-3)
+}
+
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>dsguard coverage map: {{.Title}}</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d2329; }
+h1 { font-size: 1.3em; margin: 0 0 .3em; }
+.summary, .legend { color: #555; margin: .3em 0; }
+.controls { margin: .8em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #d0d5da; padding: .3em .5em; vertical-align: top; }
+thead th { background: #f3f5f7; font-weight: 600; text-align: center; }
+th.ds .counts { font-weight: normal; font-size: .85em; color: #555; display: block; }
+th.group { text-align: left; font-weight: normal; background: #fafbfc; max-width: 22em; }
+th.group .pool { font-weight: 600; }
+th.group .nodes { color: #555; font-size: .85em; }
+td.cell { text-align: center; min-width: 6em; font-size: .85em; }
+td.covered { background: #d9f2df; }
+td.pending { background: #fff1c2; }
+td.skipped { background: #eceff1; color: #555; }
+td.misscheduled { background: #f9d3d0; }
+.badge { display: inline-block; padding: 0 .4em; border-radius: .3em; font-size: .85em; }
+.hidden { display: none; }
+</style>
+</head>
+<body>
+<h1>dsguard coverage map</h1>
+<div class="summary">{{.Title}}: {{.Nodes}} nodes in {{len .Groups}} groups, {{len .Agents}} DaemonSets{{if not .Live}}; predicted from the manifests (no Pods known, so nothing is Pending or misscheduled){{end}}.</div>
+<div class="legend">
+<span class="badge covered" style="background:#d9f2df">covered</span>
+<span class="badge" style="background:#fff1c2">pending</span>
+<span class="badge" style="background:#eceff1">skipped</span>
+<span class="badge" style="background:#f9d3d0">misscheduled</span>
+a group is the nodes of one pool that every DaemonSet treats alike.
+</div>
+<div class="controls">
+<label>DaemonSets <input id="filter-ds" type="search" placeholder="namespace/name contains"></label>
+<label><input id="filter-gaps" type="checkbox"> only gaps (DaemonSets and groups with a node not covered)</label>
+<span id="shown"></span>
+</div>
+<table id="map">
+<thead>
+<tr><th>node group</th>{{range .Agents}}<th class="ds" data-ds="{{.Key}}" data-gap="{{gap .}}">{{.Namespace}}/<br>{{.Name}}
+<span class="counts">covered {{.N "covered"}} · pending {{.N "pending"}} · skipped {{.N "skipped"}}{{if .N "misscheduled"}} · misscheduled {{.N "misscheduled"}}{{end}}</span>
+{{if .Desired}}<span class="counts">status: desired {{deref .Desired}} · ready {{deref .Ready}} · updated {{deref .Updated}} · misscheduled {{deref .Misscheduled}}</span>{{end}}</th>{{end}}</tr>
+</thead>
+<tbody>
+{{range $g, $group := .Groups}}<tr class="group" data-group="{{$g}}" data-gap="{{rowGap $group}}" data-nodes="{{join $group.Nodes ","}}">
+<th class="group" title="{{join $group.Nodes ", "}}"><span class="pool">{{$group.Pool}}</span> · {{len $group.Nodes}} node{{if ne (len $group.Nodes) 1}}s{{end}}<br><span class="nodes">{{short $group.Nodes}}</span></th>
+{{range $i, $c := $group.Cells}}{{$ds := index $.Agents $i}}<td class="cell {{$c.State}}" data-ds="{{$ds.Key}}" data-state="{{$c.State}}" title="{{$ds.Key}} on {{len $group.Nodes}} node(s): {{$c.State}}{{if $c.Reason}}: {{$c.Reason}}{{end}}">{{$c.State}}{{if $c.Reason}}<br>{{$c.Reason}}{{end}}</td>
+{{end}}</tr>
+{{end}}</tbody>
+</table>
+<script type="application/json" id="coverage-data">{{.Data}}</script>
+<script>
+(function () {
+  var ds = document.getElementById('filter-ds'), gaps = document.getElementById('filter-gaps');
+  var hash = decodeURIComponent(location.hash.slice(1));
+  hash.split('&').forEach(function (p) {
+    if (p === 'gaps') gaps.checked = true;
+    if (p.indexOf('ds=') === 0) ds.value = p.slice(3);
+  });
+  function apply() {
+    var text = ds.value.trim(), onlyGaps = gaps.checked, shownDS = 0, shownGroups = 0;
+    var keep = {};
+    document.querySelectorAll('th.ds').forEach(function (th) {
+      var k = th.dataset.ds, on = k.indexOf(text) >= 0 && (!onlyGaps || th.dataset.gap === 'true');
+      keep[k] = on;
+      th.classList.toggle('hidden', !on);
+      if (on) shownDS++;
+    });
+    document.querySelectorAll('tr.group').forEach(function (tr) {
+      var any = false;
+      tr.querySelectorAll('td.cell').forEach(function (td) {
+        var on = keep[td.dataset.ds];
+        td.classList.toggle('hidden', !on);
+        if (on && td.dataset.state !== 'covered') any = true;
+      });
+      var on = !onlyGaps || any;
+      tr.classList.toggle('hidden', !on);
+      if (on) shownGroups++;
+    });
+    document.getElementById('shown').textContent = shownDS + ' DaemonSets, ' + shownGroups + ' groups shown';
+    document.body.dataset.filtered = 'true';
+  }
+  ds.addEventListener('input', apply);
+  gaps.addEventListener('change', apply);
+  apply();
+})();
+</script>
+</body>
+</html>
+`
+
+// WriteMarkdown writes one row per DaemonSet: nodes covered, Pending,
+// misscheduled, and the skipped nodes by reason, for a pull-request
+// comment.
+func (m *Map) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### dsguard coverage: %s\n\n", m.Title)
+	fmt.Fprintf(&b, "%d nodes, %d DaemonSets", m.Nodes, len(m.Agents))
+	if !m.Live {
+		b.WriteString(" (predicted from the manifests)")
+	}
+	b.WriteString("\n\n| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n")
+	for i, a := range m.Agents {
+		reasons := map[string]int{}
+		var order []string
+		for _, g := range m.Groups {
+			c := g.Cells[i]
+			if c.State != Skipped {
+				continue
+			}
+			if _, seen := reasons[c.Reason]; !seen {
+				order = append(order, c.Reason)
+			}
+			reasons[c.Reason] += len(g.Nodes)
+		}
+		var skipped []string
+		for _, r := range order {
+			skipped = append(skipped, fmt.Sprintf("%d: %s", reasons[r], markdownCell(r)))
+		}
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", a.Key(), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
+			strings.Join(skipped, "<br>"))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// markdownCell keeps a table cell one cell: no pipes or newlines.
+func markdownCell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}

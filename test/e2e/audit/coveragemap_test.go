@@ -1,0 +1,193 @@
+package audit
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON writes the audit's
+// coverage map with `dsguard audit -o html`, opens it in headless Chromium
+// and holds every cell of the rendered page against `dsguard audit -o json`:
+// the nodes a DaemonSet covers or has Pending are its predicted placement,
+// Pending exactly where the test's kubelet left the Pod unready, and the
+// skipped nodes are the JSON's skipped nodes with their reason. The page's
+// filter runs in the browser (#gaps hides the DaemonSet without a gap). The
+// screenshot is kept in bin/artifacts.
+func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
+	plain := daemonSet("map-plain") // skips the control-plane node
+	tolerant := daemonSet("map-tolerant", tolerateAll)
+	for _, ds := range []*appsv1.DaemonSet{plain, tolerant} {
+		ds.Labels = map[string]string{"e2e.dsguard.io/map": "true"}
+		create(t, ds)
+	}
+	runPods(t, plain.Name, 3, "worker-2")
+	runPods(t, "map-tolerant", 4)
+	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 2 })
+	waitStatus(t, "map-tolerant", func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 4 })
+
+	artifacts := filepath.Join(cluster.Root, "bin", "artifacts")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(artifacts, "coverage-map.html")
+	r := audit(t, "-n", "audit", "-l", "e2e.dsguard.io/map=true", "-o", "html")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	if err := os.WriteFile(page, []byte(r.Stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = audit(t, "-n", "audit", "-l", "e2e.dsguard.io/map=true", "-o", "json")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	var report struct {
+		Items []struct {
+			Name      string `json:"name"`
+			Placement struct {
+				RunsOnNodes []string `json:"runsOnNodes"`
+				Skips       []struct {
+					Reason string   `json:"reason"`
+					Nodes  []string `json:"nodes"`
+				} `json:"skips"`
+			} `json:"placement"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &report); err != nil || len(report.Items) != 2 {
+		t.Fatalf("audit -o json: %v, %d items:\n%s", err, len(report.Items), r.Stdout)
+	}
+
+	screenshot := filepath.Join(artifacts, "coverage-map.png")
+	dom, err := framework.RenderPage(t.Context(), page, "", screenshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := renderedCells(t, dom)
+	for _, item := range report.Items {
+		key := "audit/" + item.Name
+		got := cells[key]
+		var want []renderedCell
+		for _, n := range item.Placement.RunsOnNodes {
+			state := "covered"
+			if item.Name == plain.Name && n == "worker-2" {
+				state = "pending"
+			}
+			want = append(want, renderedCell{node: n, state: state})
+		}
+		for _, s := range item.Placement.Skips {
+			for _, n := range s.Nodes {
+				want = append(want, renderedCell{node: n, state: "skipped", reason: s.Reason})
+			}
+		}
+		slices.SortFunc(want, compareCells)
+		slices.SortFunc(got, compareCells)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the page shows %v, the JSON says %v", key, got, want)
+		}
+	}
+	if info, err := os.Stat(screenshot); err != nil || info.Size() < 1000 {
+		t.Errorf("screenshot %s: %v (%v bytes)", screenshot, err, info)
+	}
+
+	// The filter, preset by the address: only the DaemonSet with a gap.
+	dom, err = framework.RenderPage(t.Context(), page, "gaps", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := hiddenColumns(t, dom)
+	if !hidden["audit/map-tolerant"] || hidden["audit/map-plain"] {
+		t.Errorf("#gaps hid %v, want audit/map-tolerant hidden and audit/map-plain shown", hidden)
+	}
+}
+
+// renderedCell is one node's cell of one DaemonSet, as the browser shows it.
+type renderedCell struct{ node, state, reason string }
+
+func compareCells(a, b renderedCell) int { return strings.Compare(a.node, b.node) }
+
+// renderedCells reads the rendered table: each group row's nodes and each
+// cell's DaemonSet, state and reason, one entry per node.
+func renderedCells(t *testing.T, dom string) map[string][]renderedCell {
+	t.Helper()
+	out := map[string][]renderedCell{}
+	eachElement(t, dom, func(n *html.Node) {
+		if n.Data != "tr" || !strings.Contains(attr(n, "class"), "group") {
+			return
+		}
+		nodes := strings.Split(attr(n, "data-nodes"), ",")
+		for td := n.FirstChild; td != nil; td = td.NextSibling {
+			if td.Type != html.ElementNode || td.Data != "td" {
+				continue
+			}
+			state := attr(td, "data-state")
+			reason := ""
+			if _, after, ok := strings.Cut(attr(td, "title"), ": "+state+": "); ok {
+				reason = after
+			}
+			if state == "pending" {
+				reason = "" // the test's kubelet left the Pod unready; the JSON has no Pods
+			}
+			for _, node := range nodes {
+				out[attr(td, "data-ds")] = append(out[attr(td, "data-ds")], renderedCell{node: node, state: state, reason: reason})
+			}
+		}
+	})
+	if len(out) == 0 {
+		t.Fatalf("no cells in the rendered page:\n%s", dom)
+	}
+	return out
+}
+
+// hiddenColumns are the DaemonSet columns the page's script hid.
+func hiddenColumns(t *testing.T, dom string) map[string]bool {
+	hidden := map[string]bool{}
+	filtered := false
+	eachElement(t, dom, func(n *html.Node) {
+		if n.Data == "body" && attr(n, "data-filtered") == "true" {
+			filtered = true
+		}
+		if n.Data == "th" && attr(n, "data-ds") != "" {
+			hidden[attr(n, "data-ds")] = strings.Contains(attr(n, "class"), "hidden")
+		}
+	})
+	if !filtered {
+		t.Fatal("the page's script did not run in the browser (body has no data-filtered)")
+	}
+	return hidden
+}
+
+func eachElement(t *testing.T, dom string, fn func(*html.Node)) {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			fn(n)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
