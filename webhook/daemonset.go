@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,6 +61,12 @@ type DaemonSetHandler struct {
 	// warns, and its own errors (no policy yet, an undecodable request, a
 	// panic) admit with a warning instead of refusing.
 	FailOpenNamespaces []string
+	// PodSample, when set, lists some of a DaemonSet's Pods (a page of a
+	// few dozen): at an UPDATE that changes the template, rollout-impact
+	// estimates the rollout's length from how long they took to become
+	// ready. Asked within readySampleTimeout; on an error the estimate
+	// falls back to the template's floor.
+	PodSample func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error)
 	// ClientAuth is true when callers can authenticate with a client
 	// certificate. Then requests without one are answered but left out of
 	// the metrics alerts read (decisions, findings, bypasses), so a Pod
@@ -236,7 +243,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	env := policy.Env{
 		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Context: ctx,
 		Requester: &requester, PreviousAnnotations: previous, Previous: old,
-		HideNodeNames: !Authenticated(ctx),
+		HideNodeNames: !Authenticated(ctx), ReadyTimes: h.readyTimes(ctx, old, ds),
 	}
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of
@@ -318,6 +325,28 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 			"warned", policy.Count(findings, policy.ActionWarn))
 	}
 	return resp
+}
+
+// readySampleTimeout bounds the Pod list behind a rollout's duration
+// estimate, well inside the webhook's timeout.
+const readySampleTimeout = time.Second
+
+// readyTimes observes how long the stored DaemonSet's Pods took to become
+// ready, when the update changes the template (it starts a rollout); nil
+// otherwise, or when they cannot be listed in time.
+func (h *DaemonSetHandler) readyTimes(ctx context.Context, old, ds *appsv1.DaemonSet) *coverage.ReadyTimes {
+	if h.PodSample == nil || old == nil || old.Status.CurrentNumberScheduled == 0 ||
+		equality.Semantic.DeepEqual(old.Spec.Template, ds.Spec.Template) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readySampleTimeout)
+	defer cancel()
+	pods, err := h.PodSample(ctx, old)
+	if err != nil {
+		logf.FromContext(ctx).V(1).Info("no Pods to estimate the rollout's length by", "error", err.Error())
+		return nil
+	}
+	return coverage.ObserveReadyTimes(pods)
 }
 
 // noteStale says in every deny message that it was judged without live nodes.

@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -452,5 +454,39 @@ func TestDaemonSetHandler_DegradedPolicyIsSaidOnEveryResponse(t *testing.T) {
 				t.Errorf("Degraded warnings %q, want exactly %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestHandle_RolloutEstimateFromThePodsOwnReadyTimes: an UPDATE that
+// changes the template reads a sample of the stored DaemonSet's Pods and
+// estimates the rollout's length by their time to Ready; an update that
+// leaves the template alone lists no Pod.
+func TestHandle_RolloutEstimateFromThePodsOwnReadyTimes(t *testing.T) {
+	h, _, _ := newTestHandler(t, "")
+	created := time.Date(2026, 11, 29, 11, 0, 0, 0, time.UTC)
+	listed := 0
+	h.PodSample = func(_ context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error) {
+		listed++
+		var pods []corev1.Pod
+		for _, took := range []time.Duration{8 * time.Second, 12 * time.Second, 10 * time.Second} {
+			p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, CreationTimestamp: metav1.NewTime(created)}}
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(created.Add(took))}}
+			pods = append(pods, p)
+		}
+		return pods, nil
+	}
+	old := compliantDS()
+	old.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, CurrentNumberScheduled: 4, NumberAvailable: 4}
+	resp := h.Handle(context.Background(), request(t, admissionv1.Update, compliantDS(relabel), old))
+	if listed != 0 || !resp.Allowed {
+		t.Fatalf("a label change listed Pods %d times (want 0), allowed %v", listed, resp.Allowed)
+	}
+	resp = h.Handle(context.Background(), request(t, admissionv1.Update, compliantDS(func(ds *appsv1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/prometheus/node-exporter:v1.9.2"
+	}), old))
+	want := "rollout-impact: the rollout takes about 40s, an estimate: 4 rounds of about 10s per Pod (the agent's Pods took a median 10s"
+	if listed != 1 || !slices.ContainsFunc(resp.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+		t.Errorf("listed %d times (want 1); warnings %q lack %q", listed, resp.Warnings, want)
 	}
 }

@@ -416,6 +416,18 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
 	dsHandler.FailOpenNamespaces = o.failOpen
 	dsHandler.ClientAuth = o.clientCAFile != ""
+	dsHandler.PodSample = func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error) {
+		sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if err != nil {
+			return nil, err
+		}
+		// One page: a sample is enough for a median, and the cost stays
+		// the same on a fleet of any size.
+		var pods corev1.PodList
+		err = mgr.GetAPIReader().List(ctx, &pods, client.InNamespace(ds.Namespace),
+			client.MatchingLabelsSelector{Selector: sel}, client.Limit(readySample))
+		return pods.Items, err
+	}
 	srv.Register(dswebhook.DaemonSetPath, dsHandler.HTTPHandler())
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
@@ -426,6 +438,10 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	srv.Register(dswebhook.NodePath, &webhook.Admission{Handler: nodeChanges})
 	return nil
 }
+
+// readySample is how many of a DaemonSet's Pods an UPDATE that starts a
+// rollout reads to estimate its length.
+const readySample = 50
 
 // nodeChangeHandler judges changes to Nodes by the DaemonSets in the
 // manager's cache (the informer the auditor shares, registered here so that

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -18,7 +19,8 @@ var rolloutImpactRule = policy.NewRule(policy.Rule{
 	ID:    rolloutImpactID,
 	Title: "An update says what its rollout will do",
 	Why: "A change to the Pod template replaces the agent on every node it runs on, a few nodes at a time. " +
-		"How many nodes go without the agent at once, roughly how long the rollout takes, and whether nodes that " +
+		"How many nodes go without the agent at once, roughly how long the rollout takes (at admission, from how " +
+		"long a sample of the agent's Pods took from creation to Ready; offline, a floor from the probes), and whether nodes that " +
 		"are down will hold it forever follow from the live counts, not from the manifest: nobody sees them " +
 		"before the rollout has started. Only an UPDATE that changes spec.template starts a rollout; " +
 		"metadata, the update strategy or minReadySeconds alone do not.",
@@ -81,7 +83,7 @@ func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParam
 			Remediation: "lower maxUnavailable to take fewer nodes at once (the max-unavailable rule caps it).",
 		})
 	}
-	if f, ok := durationFinding(ds, running, w); ok {
+	if f, ok := durationFinding(ds, env.ReadyTimes, running, w); ok {
 		out = append(out, f)
 	}
 	if env.Nodes != nil {
@@ -134,24 +136,40 @@ func resolveWindow(ds *appsv1.DaemonSet, desired int) window {
 	return w
 }
 
-// durationFinding estimates the rollout's length from what the template
-// says a Pod needs at least before it counts as available: the slowest
-// container's probes before its first possible readiness success, plus
-// minReadySeconds. Image pulls and start-up come on top and are not known
-// here, so the estimate is a floor, said as such.
-func durationFinding(ds *appsv1.DaemonSet, running int, w window) (policy.Finding, bool) {
-	perPod := time.Duration(ds.Spec.MinReadySeconds) * time.Second
+// durationFinding estimates the rollout's length: rounds of the window,
+// each as long as a new Pod takes to become available. With the agent's
+// Pods observed (ready), that is their median time from creation to Ready,
+// plus minReadySeconds: an estimate. Without, it is what the template says
+// a Pod needs at least, the slowest container's probes before its first
+// possible readiness success plus minReadySeconds: a floor, since image
+// pulls and start-up are not known.
+func durationFinding(ds *appsv1.DaemonSet, observed *coverage.ReadyTimes, running int, w window) (policy.Finding, bool) {
+	minReady := time.Duration(ds.Spec.MinReadySeconds) * time.Second
 	slowest, from := time.Duration(0), ""
 	for _, c := range ds.Spec.Template.Spec.Containers {
 		if d := readyAfter(&c); d > slowest {
 			slowest, from = d, c.Name
 		}
 	}
-	perPod += slowest
+	perPod := slowest + minReady
+	if observed != nil {
+		perPod = max(observed.Median, slowest) + minReady
+	}
 	if perPod == 0 || running == 0 || w.size() == 0 {
 		return policy.Finding{}, false
 	}
 	rounds := (running + w.size() - 1) / w.size()
+	total := perPod * time.Duration(rounds)
+	if observed != nil {
+		return policy.Finding{
+			Field: specPath.Child("template"),
+			Message: fmt.Sprintf("the rollout takes about %s, an estimate: %d %s of about %s per Pod (the agent's Pods took "+
+				"a median %s from creation to Ready, over %d of them, + minReadySeconds %d); an old Pod's termination "+
+				"and a new image's pull come on top", total.Round(time.Second), rounds, either(rounds, "round", "rounds"),
+				perPod.Round(100*time.Millisecond), observed.Median.Round(100*time.Millisecond), observed.Pods, ds.Spec.MinReadySeconds),
+			Remediation: "plan the change window by it.",
+		}, true
+	}
 	basis := fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds)
 	if from != "" {
 		basis = fmt.Sprintf("container %s's probes %s + %s", from, slowest, basis)
@@ -159,7 +177,7 @@ func durationFinding(ds *appsv1.DaemonSet, running int, w window) (policy.Findin
 	return policy.Finding{
 		Field: specPath.Child("template"),
 		Message: fmt.Sprintf("the rollout takes at least %s: %d %s of at least %s per Pod (%s); image pulls and "+
-			"start-up come on top", perPod*time.Duration(rounds), rounds, either(rounds, "round", "rounds"), perPod, basis),
+			"start-up come on top", total, rounds, either(rounds, "round", "rounds"), perPod, basis),
 		Remediation: "plan the change window by it.",
 	}, true
 }

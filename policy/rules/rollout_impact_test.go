@@ -3,6 +3,7 @@ package rules
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,7 @@ func TestCheckRolloutImpact(t *testing.T) {
 		name     string
 		old, new *appsv1.DaemonSet
 		nodes    *coverage.NodeSnapshot
+		observed *coverage.ReadyTimes
 		want     []wantFinding
 	}{
 		{name: "CREATE: nothing to compare", new: testobj.DS(newImage)},
@@ -95,6 +97,18 @@ func TestCheckRolloutImpact(t *testing.T) {
 				// 20s delay + 2 more successes 5s apart + 10s: 40s a Pod, 10 rounds of 24 for 238 Pods.
 				{field: "spec.template", prefix: "the rollout takes at least 6m40s: 10 rounds of at least 40s per Pod " +
 					"(container agent's probes 30s + minReadySeconds 10)"}}},
+		{name: "a duration estimate from the Pods' observed time to Ready", old: stored(mu("10%")),
+			new: testobj.DS(newImage, mu("10%"), probe(20, 3, 5), minReady(10)), observed: &coverage.ReadyTimes{Median: 47 * time.Second, Pods: 50},
+			want: []wantFinding{
+				{field: muField, msg: []string{"24 at a time"}},
+				// 47s observed (above the probes' 30s) + 10s: 57s a Pod, 10 rounds.
+				{field: "spec.template", prefix: "the rollout takes about 9m30s, an estimate: 10 rounds of about 57s per Pod " +
+					"(the agent's Pods took a median 47s from creation to Ready, over 50 of them, + minReadySeconds 10)"}}},
+		{name: "observed faster than the probes allow: the probes' floor holds", old: stored(mu("10%")),
+			new: testobj.DS(newImage, mu("10%"), probe(20, 3, 5)), observed: &coverage.ReadyTimes{Median: 2 * time.Second, Pods: 3},
+			want: []wantFinding{
+				{field: muField, msg: []string{"24 at a time"}},
+				{field: "spec.template", prefix: "the rollout takes about 5m0s, an estimate: 10 rounds of about 30s per Pod"}}},
 		{name: "by the live nodes; down nodes hold part of the window", old: stored(mu("50%")), new: testobj.DS(newImage, mu("50%")), nodes: live,
 			want: []wantFinding{
 				{field: muField, msg: []string{"5 at a time", `maxUnavailable "50%" of 10 nodes, by the live nodes`}},
@@ -122,7 +136,7 @@ func TestCheckRolloutImpact(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := testEnv()
-			env.Nodes, env.Previous = tt.nodes, tt.old
+			env.Nodes, env.Previous, env.ReadyTimes = tt.nodes, tt.old, tt.observed
 			got := checkRolloutImpact(tt.new, env, &policy.NoParams{})
 			assertFindings(t, got, tt.want)
 			for _, f := range got {

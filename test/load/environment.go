@@ -56,6 +56,7 @@ const (
 type environment struct {
 	dir     string
 	root    string
+	tools   string
 	env     *envtest.Environment
 	kube    *kubernetes.Clientset
 	fleet   *fleet
@@ -114,6 +115,7 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	if err != nil {
 		return nil, err
 	}
+	e.tools = tools
 	if e.dir, err = os.MkdirTemp("", "dsguard-load-"); err != nil {
 		return nil, err
 	}

@@ -90,6 +90,13 @@ func (r *report) writeCPU(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %d | %.2f %% | %.2f %% | %+.2f %% | %s | %s | %s |\n", p.name, rate, p.load.failed,
 			p.use.cpu*100, p.floor.cpu*100, (p.use.cpu-p.floor.cpu)*100, mib(p.use.rssAvg), mib(p.use.rssMax), p.target)
 	}
+	for _, p := range r.cpu {
+		if p.nodeEntry != nil {
+			fmt.Fprintf(w, "\nWith the chart's Node entry (%s) installed, the API server called it %.0f times during %q, and its "+
+				"match conditions left out %.0f updates: annotation writes change neither taints nor labels, so none reaches dsguard.\n",
+				nodeEntryName, p.nodeEntry.calls, p.name, p.nodeEntry.excluded)
+		}
+	}
 	fmt.Fprintln(w, "\nThe floor watches the Nodes as dsguard's node view does (the same lister-watcher: protobuf, a streamed list, "+
 		"no compression) and keeps nothing: what any watcher of the Nodes pays to receive and decode them on this machine. "+
 		"The target is dsguard's own CPU; the floor shows how much of it the machine's speed and the watch itself decide.")

@@ -3,7 +3,9 @@ package audit
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,35 +60,7 @@ func TestRollout_UpdateSaysWhatItWillDo(t *testing.T) {
 		t.Fatalf("kubectl set image: exit %d; want the warning %q in:\n%s", r.ExitCode, want, r.Stderr)
 	}
 
-	// Follow the rollout to its end. Each round waits until the number of
-	// nodes without an available agent holds still, notes it, then plays
-	// the kubelet once: confirms deletions and makes the new Pods ready.
-	most, rounds := 0, 0
-	waitFor(t, "the rollout to finish", func() (bool, error) {
-		pods := podsOf(t, name)
-		if updatedAndAvailable(pods) == nodes {
-			return true, nil
-		}
-		down := steadyNodesWithoutAgent(t, name, nodes)
-		most = max(most, down)
-		rounds++
-		starting := false
-		for _, p := range podsOf(t, name) {
-			if p.DeletionTimestamp == nil {
-				starting = starting || !podReady(&p)
-				continue
-			}
-			// The kubelet confirms a deletion once the container ended.
-			if err := kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name,
-				metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-				t.Logf("confirming the deletion of %s: %v", p.Name, err)
-			}
-		}
-		if starting {
-			startPods(t, name, "")
-		}
-		return false, nil
-	})
+	most, rounds := followRollout(t, name, nodes, nodesWithoutAgent)
 	t.Logf("rollout over %d rounds; at most %d nodes without an available agent at once", rounds, most)
 	if most != window {
 		t.Errorf("the controller took up to %d nodes at once; the warning said %d", most, window)
@@ -106,6 +80,38 @@ func revisions(t *testing.T, name string) int {
 	return len(list.Items)
 }
 
+// followRollout follows a rollout to its end, playing the kubelet: each
+// round waits until measure of the Pods holds still, notes it, then
+// confirms the deletions and makes the new Pods ready. It returns measure's
+// largest value and the number of rounds.
+func followRollout(t *testing.T, name string, nodes int, measure func(pods []corev1.Pod, nodes int) int) (most, rounds int) {
+	t.Helper()
+	waitFor(t, "the rollout of "+name+" to finish", func() (bool, error) {
+		if updatedAndAvailable(podsOf(t, name)) == nodes {
+			return true, nil
+		}
+		most = max(most, steady(t, name, nodes, measure))
+		rounds++
+		starting := false
+		for _, p := range podsOf(t, name) {
+			if p.DeletionTimestamp == nil {
+				starting = starting || !podReady(&p)
+				continue
+			}
+			// The kubelet confirms a deletion once the container ended.
+			if err := kube.CoreV1().Pods("audit").Delete(t.Context(), p.Name,
+				metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Logf("confirming the deletion of %s: %v", p.Name, err)
+			}
+		}
+		if starting {
+			startPods(t, name, "")
+		}
+		return false, nil
+	})
+	return most, rounds
+}
+
 // nodesWithoutAgent counts the nodes where no Pod of the DaemonSet is
 // available: none there, or only one being deleted or not ready.
 func nodesWithoutAgent(pods []corev1.Pod, nodes int) int {
@@ -118,14 +124,37 @@ func nodesWithoutAgent(pods []corev1.Pod, nodes int) int {
 	return nodes - len(up)
 }
 
-// steadyNodesWithoutAgent waits until nodesWithoutAgent gives the same
-// count for a whole second (the controller deletes a window's Pods in one
-// sync, but the test could look between two of the deletions).
-func steadyNodesWithoutAgent(t *testing.T, name string, nodes int) int {
+// nodesSurging counts the nodes where a new Pod not yet available runs
+// beside the old one (a maxSurge rollout's window).
+func nodesSurging(pods []corev1.Pod, _ int) int {
+	old, starting := map[string]bool{}, map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Spec.Containers[0].Image != "example/agent:v2":
+			old[targetNode(p)] = true
+		case !podReady(p):
+			starting[targetNode(p)] = true
+		}
+	}
+	n := 0
+	for node := range starting {
+		if old[node] {
+			n++
+		}
+	}
+	return n
+}
+
+// steady waits until measure gives the same count for a whole second (the
+// controller acts on a window's Pods in one sync, but the test could look
+// between two of its writes).
+func steady(t *testing.T, name string, nodes int, measure func([]corev1.Pod, int) int) int {
 	t.Helper()
 	last, since := -1, time.Now()
 	for {
-		n := nodesWithoutAgent(podsOf(t, name), nodes)
+		n := measure(podsOf(t, name), nodes)
 		if n != last {
 			last, since = n, time.Now()
 		}
@@ -154,6 +183,167 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TestRollout_WindowOnTwentyNodes: on 20 nodes, an image change with
+// maxUnavailable 1, 10 % and 25 %, and with maxSurge 25 %, warns how many
+// nodes the rollout takes at a time, and the real controller's largest
+// window (nodes without an available agent, or nodes with a new Pod
+// starting beside the old) is exactly that.
+func TestRollout_WindowOnTwentyNodes(t *testing.T) {
+	nodes := rolloutFleet(t)
+	cases := []struct {
+		name        string
+		unavailable intstr.IntOrString
+		surge       *intstr.IntOrString
+		window      int
+		measure     func([]corev1.Pod, int) int
+	}{
+		{"maxUnavailable 1", intstr.FromInt32(1), nil, 1, nodesWithoutAgent},
+		{"maxUnavailable 10%", intstr.FromString("10%"), nil, 2, nodesWithoutAgent},
+		{"maxUnavailable 25%", intstr.FromString("25%"), nil, 5, nodesWithoutAgent},
+		{"maxSurge 25%", intstr.FromInt32(0), ptr.To(intstr.FromString("25%")), 5, nodesSurging},
+	}
+	atATime := regexp.MustCompile(`Warning: rollout-impact: this template change \S+ the agent on 20 nodes, [^:]*?(\d+) at a time`)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("fleet-agent-%d", i)
+			create(t, fleetAgent(name, &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &tc.unavailable, MaxSurge: tc.surge}))
+			runPods(t, name, nodes)
+			waitStatus(t, name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberAvailable == int32(nodes) })
+
+			r := cluster.Kubectl(t.Context(), "", "set", "image", "daemonset/"+name, "-n", "audit", "agent=example/agent:v2")
+			t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+			m := atATime.FindStringSubmatch(r.Stderr)
+			if r.ExitCode != 0 || m == nil {
+				t.Fatalf("kubectl set image: exit %d; no rollout-impact window in:\n%s", r.ExitCode, r.Stderr)
+			}
+			if m[1] != strconv.Itoa(tc.window) {
+				t.Errorf("the warning says %s at a time, want %d (resolved as the controller does)", m[1], tc.window)
+			}
+			most, rounds := followRollout(t, name, nodes, tc.measure)
+			t.Logf("rollout over %d rounds; the widest window was %d nodes", rounds, most)
+			if strconv.Itoa(most) != m[1] {
+				t.Errorf("the controller's widest window was %d nodes; the warning said %s", most, m[1])
+			}
+		})
+	}
+}
+
+// fleetNodes is the size of the rollout tests' fleet.
+const fleetNodes = 20
+
+// rolloutFleet adds fleetNodes nodes labelled e2e.dsguard.io/fleet=rollout
+// for one test, which removes them when it ends, and returns their number.
+func rolloutFleet(t *testing.T) int {
+	t.Helper()
+	var fleet []framework.Node
+	for i := range fleetNodes {
+		fleet = append(fleet, framework.Node{Name: fmt.Sprintf("fleet-%02d", i+1), Labels: map[string]string{"e2e.dsguard.io/fleet": "rollout"}})
+	}
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if r := cluster.Kubectl(ctx, "", "delete", "nodes", "-l", "e2e.dsguard.io/fleet=rollout"); r.Err != nil {
+			t.Errorf("cleanup: %v", r.Error())
+		}
+	})
+	if err := cluster.CreateNodes(t.Context(), fleet); err != nil {
+		t.Fatal(err)
+	}
+	return fleetNodes
+}
+
+// fleetAgent is a DaemonSet on the rollout fleet only.
+func fleetAgent(name string, strategy *appsv1.RollingUpdateDaemonSet) *appsv1.DaemonSet {
+	ds := daemonSet(name, tolerateAll)
+	ds.Spec.Template.Spec.NodeSelector = map[string]string{"e2e.dsguard.io/fleet": "rollout"}
+	ds.Spec.UpdateStrategy.RollingUpdate = strategy
+	return ds
+}
+
+// TestRollout_DurationEstimateFromObservedReadyTimes: the test's kubelet
+// reports each Pod ready a fixed delay after its creation, as a slow agent
+// would; once the agent's Pods have shown it, an image change on 20 nodes,
+// 5 at a time, warns an estimate of the rollout's length from their time
+// to Ready, and the real rollout takes that long within 25 %.
+func TestRollout_DurationEstimateFromObservedReadyTimes(t *testing.T) {
+	const readyAfter = 3 * time.Second
+	nodes := rolloutFleet(t)
+	name := "timed-agent"
+	create(t, fleetAgent(name, &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromString("25%"))}))
+	stop := scriptedKubelet(t, name, readyAfter)
+	defer stop()
+	waitStatus(t, name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberAvailable == int32(nodes) })
+
+	start := time.Now()
+	r := cluster.Kubectl(t.Context(), "", "set", "image", "daemonset/"+name, "-n", "audit", "agent=example/agent:v2")
+	t.Logf("$ %s\n%s%s", r.Command, r.Stdout, r.Stderr)
+	m := regexp.MustCompile(`rollout-impact: the rollout takes about (\S+), an estimate: 4 rounds`).FindStringSubmatch(r.Stderr)
+	if r.ExitCode != 0 || m == nil {
+		t.Fatalf("kubectl set image: exit %d; no estimate of 4 rounds in:\n%s", r.ExitCode, r.Stderr)
+	}
+	estimate, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rollout of "+name+" to finish", func() (bool, error) {
+		return updatedAndAvailable(podsOf(t, name)) == nodes, nil
+	})
+	took := time.Since(start)
+	t.Logf("estimated %s, the rollout took %s (%.0f%%)", estimate, took.Round(100*time.Millisecond), 100*took.Seconds()/estimate.Seconds())
+	if d := took - estimate; d < -estimate/4 || d > estimate/4 {
+		t.Errorf("the rollout took %s; the estimate of %s is off by more than 25%%", took.Round(100*time.Millisecond), estimate)
+	}
+}
+
+// scriptedKubelet plays the scheduler and the kubelet for the DaemonSet's
+// Pods until stopped: it binds each new Pod, reports it ready readyAfter
+// its creation (the time of its Ready condition), and confirms deletions at
+// once.
+func scriptedKubelet(t *testing.T, name string, readyAfter time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	skip := func(err error) bool {
+		return err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil
+	}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			pods, err := kube.CoreV1().Pods("audit").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("scripted kubelet: %v", err)
+				}
+				return
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				switch {
+				case p.DeletionTimestamp != nil:
+					err = kube.CoreV1().Pods("audit").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+				case p.Spec.NodeName == "":
+					err = kube.CoreV1().Pods("audit").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "audit"},
+						Target: corev1.ObjectReference{Kind: "Node", Name: targetNode(p)}}, metav1.CreateOptions{})
+				case !podReady(p) && time.Since(p.CreationTimestamp.Time) >= readyAfter:
+					markReady(p)
+					now := metav1.Now()
+					for j := range p.Status.Conditions {
+						p.Status.Conditions[j].LastTransitionTime = now
+					}
+					_, err = kube.CoreV1().Pods("audit").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				}
+				if !skip(err) {
+					t.Errorf("scripted kubelet, Pod %s: %v", p.Name, err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // TestRollout_StallPredictedExactlyWhenItHappens: a node stops (its Pods
