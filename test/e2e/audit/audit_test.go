@@ -123,25 +123,7 @@ func TestAudit_Misscheduled(t *testing.T) {
 	if r := cluster.Kubectl(t.Context(), "", "taint", "nodes", "worker-3", "dedicated=storage:NoSchedule"); r.Err != nil {
 		t.Fatal(r.Error())
 	}
-	// The 1.37 controller does not resync a DaemonSet for a taint that lets
-	// its Pod stay; the next status report of that Pod (a kubelet sends them
-	// all the time) makes it recount. Report until the controller's node
-	// cache has the taint too.
-	lastReport := time.Time{}
-	waitStatus(t, "picky", func(ds *appsv1.DaemonSet) bool {
-		if ds.Status.NumberMisscheduled == 1 {
-			return true
-		}
-		if time.Since(lastReport) > 500*time.Millisecond {
-			for _, p := range podsOf(t, "picky") {
-				if targetNode(&p) == "worker-3" {
-					setPodStatus(t, p.Name, true)
-				}
-			}
-			lastReport = time.Now()
-		}
-		return false
-	})
+	waitStatusNudging(t, "picky", "worker-3", func(ds *appsv1.DaemonSet) bool { return ds.Status.NumberMisscheduled == 1 })
 	r := audit(t, "-A", "-o", "wide", "--exit-code")
 	if r.ExitCode != 1 {
 		t.Errorf("--exit-code with a misscheduled Pod: exit %d, want 1", r.ExitCode)

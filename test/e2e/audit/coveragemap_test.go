@@ -20,19 +20,20 @@ import (
 // the nodes a DaemonSet covers or has Pending are its predicted placement,
 // Pending exactly where the test's kubelet left the Pod unready, and the
 // skipped nodes are the JSON's skipped nodes with their reason. The page's
-// filter runs in the browser (#gaps hides the DaemonSet without a gap). The
-// screenshot is kept in bin/artifacts.
+// filters run in the browser (preset by the address). The screenshot is
+// kept in bin/artifacts.
 func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
-	plain := daemonSet("map-plain") // skips the control-plane node
-	tolerant := daemonSet("map-tolerant", tolerateAll)
-	for _, ds := range []*appsv1.DaemonSet{plain, tolerant} {
+	gpu := daemonSet("map-gpu", tolerateAll) // worker-3 only: skips the others by its selector
+	gpu.Spec.Template.Spec.NodeSelector = map[string]string{"gpu": "true"}
+	tolerant := daemonSet("map-tolerant", tolerateAll) // its Pod on worker-2 stays unready: Pending there
+	for _, ds := range []*appsv1.DaemonSet{gpu, tolerant} {
 		ds.Labels = map[string]string{"e2e.dsguard.io/map": "true"}
 		create(t, ds)
 	}
-	runPods(t, plain.Name, 3, "worker-2")
-	runPods(t, "map-tolerant", 4)
-	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 2 })
-	waitStatus(t, "map-tolerant", func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 4 })
+	runPods(t, gpu.Name, 1)
+	runPods(t, tolerant.Name, 4, "worker-2")
+	waitStatus(t, gpu.Name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 1 })
+	waitStatus(t, tolerant.Name, func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == 3 })
 
 	artifacts := filepath.Join(cluster.Root, "bin", "artifacts")
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
@@ -78,7 +79,7 @@ func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
 		var want []renderedCell
 		for _, n := range item.Placement.RunsOnNodes {
 			state := "covered"
-			if item.Name == plain.Name && n == "worker-2" {
+			if item.Name == tolerant.Name && n == "worker-2" {
 				state = "pending"
 			}
 			want = append(want, renderedCell{node: n, state: state})
@@ -104,8 +105,15 @@ func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	hidden := hiddenColumns(t, dom)
-	if !hidden["audit/map-tolerant"] || hidden["audit/map-plain"] {
-		t.Errorf("#gaps hid %v, want audit/map-tolerant hidden and audit/map-plain shown", hidden)
+	if hidden["audit/map-tolerant"] || hidden["audit/map-gpu"] {
+		t.Errorf("#gaps hid %v, want both shown (map-gpu skips nodes, map-tolerant has one Pending)", hidden)
+	}
+	dom, err = framework.RenderPage(t.Context(), page, "gaps&ds=gpu", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hidden = hiddenColumns(t, dom); !hidden["audit/map-tolerant"] || hidden["audit/map-gpu"] {
+		t.Errorf("#gaps&ds=gpu hid %v, want only audit/map-gpu shown", hidden)
 	}
 }
 

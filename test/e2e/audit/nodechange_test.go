@@ -93,15 +93,18 @@ func TestTaintAndLabel_SayWhatAChangeDoes(t *testing.T) {
 // evicts; the others' Pods come back or stay.
 func TestNodeChange_WarningsNameWhoLosesTheNode(t *testing.T) {
 	const node = "worker-2"
-	plain := daemonSet("nc-plain") // no toleration: the workers only
-	scheduleOnly := daemonSet("nc-schedule-only", corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists,
+	// Both tolerate the control-plane taint (else dsguard denies them).
+	controlPlane := corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoSchedule}
+	plain := daemonSet("nc-plain", controlPlane)
+	scheduleOnly := daemonSet("nc-schedule-only", controlPlane, corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists,
 		Effect: corev1.TaintEffectNoSchedule})
 	tolerant := daemonSet("nc-tolerant", tolerateAll)
 	for _, ds := range []*appsv1.DaemonSet{plain, scheduleOnly, tolerant} {
 		create(t, ds)
 	}
-	runPods(t, plain.Name, 3)
-	runPods(t, scheduleOnly.Name, 3)
+	runPods(t, plain.Name, 4)
+	runPods(t, scheduleOnly.Name, 4)
 	runPods(t, tolerant.Name, 4)
 	t.Cleanup(func() {
 		ctx, cancel := framework.CleanupContext(t, time.Minute)
@@ -126,18 +129,18 @@ func TestNodeChange_WarningsNameWhoLosesTheNode(t *testing.T) {
 	}
 	// The controller has seen the taint once it counts the node out of
 	// nc-plain's nodes; then each agent's Pod there is deleted.
-	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.DesiredNumberScheduled == 2 })
+	waitStatusNudging(t, plain.Name, node, func(d *appsv1.DaemonSet) bool { return d.Status.DesiredNumberScheduled == 3 })
 	for _, ds := range []*appsv1.DaemonSet{plain, scheduleOnly, tolerant} {
 		deletePodOn(t, ds.Name, node)
 	}
 	for _, ds := range []*appsv1.DaemonSet{scheduleOnly, tolerant} {
 		waitFor(t, ds.Name+"'s Pod made again on "+node, func() (bool, error) { return podOn(t, ds.Name, node) != nil, nil })
 	}
-	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.CurrentNumberScheduled == 2 })
+	waitStatus(t, plain.Name, func(d *appsv1.DaemonSet) bool { return d.Status.CurrentNumberScheduled == 3 })
 	if p := podOn(t, plain.Name, node); p != nil {
 		t.Errorf("the warning said nc-plain never comes back on %s, but the controller made %s there", node, p.Name)
 	}
-	runPods(t, scheduleOnly.Name, 3)
+	runPods(t, scheduleOnly.Name, 4)
 	runPods(t, tolerant.Name, 4)
 
 	// NoExecute: the taint eviction controller evicts exactly the named.
@@ -164,8 +167,17 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := framework.CleanupContext(t, time.Minute)
 		defer cancel()
-		cluster.Kubectl(ctx, "", "label", "nodes", node, "e2e.dsguard.io/kubelet-")
-		cluster.Kubectl(ctx, "", "taint", "nodes", node, "e2e.dsguard.io/controller-", corev1.TaintNodeOutOfService+"-")
+		// One change per kubectl call: kubectl taint stops at a taint
+		// that is already gone and would leave the others.
+		for _, undo := range [][]string{
+			{"label", "nodes", node, "e2e.dsguard.io/kubelet-"},
+			{"taint", "nodes", node, "e2e.dsguard.io/controller-"},
+			{"taint", "nodes", node, corev1.TaintNodeOutOfService + "-"},
+		} {
+			if r := cluster.Kubectl(ctx, "", undo...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+				t.Errorf("cleanup: %v", r.Error())
+			}
+		}
 	})
 	calls := func() float64 {
 		return apiServerMetric(t, "apiserver_admission_webhook_request_total", `name="nodes.dsguard.io"`)

@@ -67,7 +67,13 @@ func remove(t *testing.T, name string) {
 // waitFor polls cond every 100ms for up to 30s.
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitWithin(t, 30*time.Second, what, cond)
+}
+
+// waitWithin polls cond every 100ms for up to bound.
+func waitWithin(t *testing.T, bound time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for {
 		ok, err := cond()
 		if err != nil {
@@ -189,6 +195,29 @@ func waitStatus(t *testing.T, name string, cond func(*appsv1.DaemonSet) bool) *a
 		return ds.Status.ObservedGeneration >= ds.Generation && cond(ds), nil
 	})
 	return ds
+}
+
+// waitStatusNudging is waitStatus while reporting the status of the
+// DaemonSet's Pod on node every half second, as its kubelet would: the 1.37
+// controller does not resync a DaemonSet for a taint that lets its Pod stay
+// and recounts only at that Pod's next status report.
+func waitStatusNudging(t *testing.T, name, node string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
+	t.Helper()
+	lastReport := time.Time{}
+	return waitStatus(t, name, func(ds *appsv1.DaemonSet) bool {
+		if cond(ds) {
+			return true
+		}
+		if time.Since(lastReport) > 500*time.Millisecond {
+			for _, p := range podsOf(t, name) {
+				if targetNode(&p) == node && p.DeletionTimestamp == nil {
+					setPodStatus(t, p.Name, true)
+				}
+			}
+			lastReport = time.Now()
+		}
+		return false
+	})
 }
 
 // audit runs `dsguard audit` and logs its output for the transcript.

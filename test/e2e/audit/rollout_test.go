@@ -86,7 +86,9 @@ func revisions(t *testing.T, name string) int {
 // largest value and the number of rounds.
 func followRollout(t *testing.T, name string, nodes int, measure func(pods []corev1.Pod, nodes int) int) (most, rounds int) {
 	t.Helper()
-	waitFor(t, "the rollout of "+name+" to finish", func() (bool, error) {
+	// A round takes a second of holding still and the controller's turn:
+	// 20 rounds of one node fit in three minutes.
+	waitWithin(t, 3*time.Minute, "the rollout of "+name+" to finish", func() (bool, error) {
 		if updatedAndAvailable(podsOf(t, name)) == nodes {
 			return true, nil
 		}
