@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -181,4 +183,94 @@ func (m *Map) WriteMarkdown(w io.Writer) error {
 // markdownCell keeps a table cell one cell: no pipes or newlines.
 func markdownCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// WriteMarkdownChange writes, for a pull-request comment, how coverage
+// changes from before to after (two node sets, or the DaemonSets as they
+// stand and as the manifests would make them): one row per DaemonSet whose
+// counts or skip reasons differ.
+func WriteMarkdownChange(w io.Writer, before, after *Map) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### dsguard coverage change: %s → %s\n\n", before.Title, after.Title)
+	rows := 0
+	table := func() {
+		if rows == 0 {
+			b.WriteString("| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n")
+		}
+		rows++
+	}
+	was := map[string]int{}
+	for i, c := range before.Agents {
+		was[c.Key()] = i
+	}
+	seen := map[string]bool{}
+	for i, a := range after.Agents {
+		seen[a.Key()] = true
+		j, ok := was[a.Key()]
+		if !ok {
+			table()
+			fmt.Fprintf(&b, "| `%s` (new) | %d | %d | %d | %s |\n", a.Key(), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
+				reasonList(skipReasons(after, i), nil))
+			continue
+		}
+		old := before.Agents[j]
+		oldSkips, newSkips := skipReasons(before, j), skipReasons(after, i)
+		if old.Counts[Covered] == a.Counts[Covered] && old.Counts[Pending] == a.Counts[Pending] &&
+			old.Counts[Misscheduled] == a.Counts[Misscheduled] && maps.Equal(oldSkips, newSkips) {
+			continue
+		}
+		table()
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", a.Key(), change(old.Counts[Covered], a.Counts[Covered]),
+			change(old.Counts[Pending], a.Counts[Pending]), change(old.Counts[Misscheduled], a.Counts[Misscheduled]),
+			reasonList(newSkips, oldSkips))
+	}
+	for _, c := range before.Agents {
+		if !seen[c.Key()] {
+			table()
+			fmt.Fprintf(&b, "| `%s` (gone) | %d → 0 | | | |\n", c.Key(), c.Counts[Covered])
+		}
+	}
+	if rows == 0 {
+		b.WriteString("No DaemonSet's coverage changes.\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// skipReasons counts agent i's skipped nodes by reason.
+func skipReasons(m *Map, i int) map[string]int {
+	out := map[string]int{}
+	for _, g := range m.Groups {
+		if c := g.Cells[i]; c.State == Skipped {
+			out[c.Reason] += len(g.Nodes)
+		}
+	}
+	return out
+}
+
+// reasonList lists the skip reasons with their counts, marking those that
+// differ from was (nil: nothing to compare with).
+func reasonList(now, was map[string]int) string {
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(now)) {
+		if was == nil || was[r] == now[r] {
+			parts = append(parts, fmt.Sprintf("%d: %s", now[r], markdownCell(r)))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("**%s: %s**", change(was[r], now[r]), markdownCell(r)))
+	}
+	for _, r := range slices.Sorted(maps.Keys(was)) {
+		if _, still := now[r]; !still {
+			parts = append(parts, fmt.Sprintf("~~%d: %s~~", was[r], markdownCell(r)))
+		}
+	}
+	return strings.Join(parts, "<br>")
+}
+
+// change is "a → b", or a alone when equal.
+func change(a, b int) string {
+	if a == b {
+		return fmt.Sprint(a)
+	}
+	return fmt.Sprintf("%d → %d", a, b)
 }

@@ -35,16 +35,17 @@ var checkFormats = map[string]func(w io.Writer, failOn policy.Action) check.Writ
 }
 
 type checkOptions struct {
-	files        []string
-	configFile   string
-	output       string
-	poolLabel    string
-	namespace    string
-	nodesFile    string
-	previousFile string
-	failOn       string
-	allowEmpty   bool
-	render       render.Options
+	files         []string
+	configFile    string
+	output        string
+	poolLabel     string
+	namespace     string
+	nodesFile     string
+	previousFile  string
+	previousNodes string
+	failOn        string
+	allowEmpty    bool
+	render        render.Options
 }
 
 func newCheckCommand() *cobra.Command {
@@ -77,6 +78,7 @@ func newCheckCommand() *cobra.Command {
 	f.StringVar(&o.poolLabel, "pool-label", "", "node label that names pools in -o html and markdown (default: the first of "+strings.Join(coveragemap.PoolLabels, ", ")+", else the node's role)")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
+	f.StringVar(&o.previousNodes, "previous-nodes", "", "with -o markdown and --nodes: the node set before (same forms as --nodes); the table then says how each DaemonSet's coverage changes from it to --nodes")
 	f.StringVar(&o.previousFile, "previous", "", "the DaemonSets as they stand in the cluster (kubectl get ds -A -o yaml, status included): each DaemonSet checked is judged as an update of its namesake, and rollout-impact says what the change will do")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "exit 0 when the input holds no Kubernetes object (for hooks handed whatever files changed)")
 	f.StringVar(&o.failOn, "fail-on", "deny", "weakest verdict that fails the check (exit 1): deny or warn")
@@ -136,6 +138,9 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	w := format(cmd.OutOrStdout(), failOn)
 	if m, ok := w.(*mapWriter); ok {
 		m.in.Nodes = in.Nodes
+		if m.before, err = o.mapBefore(cmd, in); err != nil {
+			return err
+		}
 	}
 	if c, ok := w.(io.Closer); ok {
 		// A writer that holds a temporary file lets it go even when the
@@ -166,6 +171,46 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		return exitError{code: code}
 	}
 	return nil
+}
+
+// mapBefore is what -o markdown compares the manifests' coverage with:
+// the same manifests on the --previous-nodes node set, or the --previous
+// DaemonSets on the same nodes; nil for neither.
+func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input) (func(after *coveragemap.Map) (*coveragemap.Map, error), error) {
+	switch {
+	case o.previousNodes != "" && o.output != "markdown":
+		return nil, fmt.Errorf("--previous-nodes compares two node sets in -o markdown only")
+	case o.previousNodes != "":
+		old, err := readNodes(o.previousNodes, cmd.InOrStdin())
+		if err != nil {
+			return nil, err
+		}
+		return func(after *coveragemap.Map) (*coveragemap.Map, error) {
+			after.Title = o.nodesFile
+			// The same manifests judged again on the old nodes, quietly:
+			// only their placements are kept.
+			again := &mapWriter{in: coveragemap.Input{Nodes: old.nodes, PoolLabel: o.poolLabel, Title: o.previousNodes}}
+			in.Nodes, in.Env.Nodes, in.Env.Fit, in.Stream = old.nodes, coverage.NewNodeSnapshot(old.nodes), nil, again.Result
+			if _, err := check.Run(in); err != nil {
+				return nil, fmt.Errorf("--previous-nodes: %w", err)
+			}
+			return coveragemap.Build(again.in), nil
+		}, nil
+	case o.previousFile != "" && o.output == "markdown":
+		return func(after *coveragemap.Map) (*coveragemap.Map, error) {
+			// Only the DaemonSets the manifests change; the file may hold
+			// the whole cluster's.
+			var dss []*appsv1.DaemonSet
+			for _, a := range after.Agents {
+				if ds, ok := in.Previous[a.Key()]; ok {
+					dss = append(dss, ds)
+				}
+			}
+			return coveragemap.Build(coveragemap.Input{Nodes: in.Nodes, PoolLabel: o.poolLabel, Title: o.previousFile,
+				Agents: predictedAgents(dss, in.Nodes)}), nil
+		}, nil
+	}
+	return nil, nil
 }
 
 // readPrevious reads --previous: the DaemonSets as stored, by

@@ -280,3 +280,43 @@ func TestCheck_CoverageMap(t *testing.T) {
 		t.Errorf("-o html without --nodes: exit %d, err %v; want 2 and a word on --nodes", code, err)
 	}
 }
+
+// TestCheck_CoverageMapChange: -o markdown with --previous-nodes says how
+// the manifests' coverage changes from one node set to the other; with
+// --previous, how it changes from the DaemonSets as they stand.
+func TestCheck_CoverageMapChange(t *testing.T) {
+	dir := t.TempDir()
+	nodes, err := os.ReadFile("../../examples/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// worker-3 loses its GPU label, which the GPU exporter selects.
+	relabelled := strings.Replace(string(nodes), `kubernetes.io/arch: amd64, gpu: "true"}`, `kubernetes.io/arch: amd64}`, 1)
+	if relabelled == string(nodes) {
+		t.Fatal("examples/nodes.yaml changed: the test's edit no longer applies")
+	}
+	newNodes := writeFile(t, dir, "nodes-after.yaml", relabelled)
+	out, _, _ := runCLI(t, "", "check", "-f", "../../examples/node-exporter-tolerations.yaml", "-f", "../../examples/node-exporter-gpu.yaml",
+		"--previous-nodes", "../../examples/nodes.yaml", "--nodes", newNodes, "-o", "markdown")
+	want := "| `monitoring/gpu-node-exporter` | 1 → 0 | 0 | 0 | **3 → 4: nodeSelector gpu=true** |"
+	if !strings.Contains(out, want) || strings.Contains(out, "`monitoring/node-exporter`") {
+		t.Errorf("--previous-nodes: want only the GPU exporter's row %q:\n%s", want, out)
+	}
+	out, _, _ = runCLI(t, "", "check", "-f", "../../examples/node-exporter-tolerations.yaml",
+		"--previous-nodes", "../../examples/nodes.yaml", "--nodes", "../../examples/nodes.yaml", "-o", "markdown")
+	if !strings.Contains(out, "No DaemonSet's coverage changes.") {
+		t.Errorf("the same node set twice: want no change:\n%s", out)
+	}
+	// --previous: the stored node-exporter lacks the control-plane
+	// toleration the manifest adds.
+	out, _, _ = runCLI(t, "", "check", "-f", "../../examples/node-exporter-tolerations.yaml",
+		"--previous", "../../examples/node-exporter.yaml", "--nodes", "../../examples/nodes.yaml", "-o", "markdown")
+	want = "| `monitoring/node-exporter` | 3 → 4 | 0 | 0 | ~~1: taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated~~ |"
+	if !strings.Contains(out, want) {
+		t.Errorf("--previous: want %q:\n%s", want, out)
+	}
+	if _, err, code := runCLI(t, "", "check", "-f", "../../examples/node-exporter.yaml", "--nodes", newNodes,
+		"--previous-nodes", "../../examples/nodes.yaml", "-o", "html"); code != 2 || err == nil {
+		t.Errorf("--previous-nodes with -o html: exit %d, err %v; want 2", code, err)
+	}
+}

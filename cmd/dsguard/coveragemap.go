@@ -29,6 +29,9 @@ type mapWriter struct {
 	w     io.Writer
 	write func(*coveragemap.Map, io.Writer) error
 	in    coveragemap.Input
+	// before, when set, gives the map to compare with: -o markdown then
+	// writes the change (--previous, --previous-nodes).
+	before func(after *coveragemap.Map) (*coveragemap.Map, error)
 }
 
 func (m *mapWriter) Result(r *check.Result) error {
@@ -42,7 +45,31 @@ func (m *mapWriter) Finish(r *check.Results) error {
 	if r.Stopped != nil {
 		return nil
 	}
+	if m.before != nil {
+		after := coveragemap.Build(m.in)
+		before, err := m.before(after)
+		if err != nil {
+			return err
+		}
+		return coveragemap.WriteMarkdownChange(m.w, before, after)
+	}
 	return m.write(coveragemap.Build(m.in), m.w)
+}
+
+// predictedAgents places each DaemonSet on nodes, as check does.
+func predictedAgents(dss []*appsv1.DaemonSet, nodes []*corev1.Node) []coveragemap.Agent {
+	snap := coverage.NewNodeSnapshot(nodes)
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	out := make([]coveragemap.Agent, 0, len(dss))
+	for _, ds := range dss {
+		cov := coverage.Predict(ds, snap)
+		out = append(out, coveragemap.Agent{Namespace: ds.Namespace, Name: ds.Name,
+			Placement: coverage.NewPlacement(ds, &cov, snap, byName)})
+	}
+	return out
 }
 
 // podsByNode lists ds's Pods and reports each by the node it is bound or

@@ -22,15 +22,53 @@ type NodeCoverageParams struct {
 	MinCoverage []MinCoverageConfig `yaml:"minCoverage"`
 }
 
-// MinCoverageConfig is a coverage floor for DaemonSets in some namespaces.
-type MinCoverageConfig struct {
+// MinCoverageConfig is a coverage floor for DaemonSets in some namespaces:
+// Percent of the nodes (not counting nodes of another OS or architecture)
+// the DaemonSet must cover.
+type MinCoverageConfig = NamespacePercent
+
+// NamespacePercent is a percentage that applies to DaemonSets in some
+// namespaces, with the action to take past it: a coverage floor, a cap on
+// a rollout's nodes at once.
+type NamespacePercent struct {
 	// Namespaces are globs; the first entry that matches applies.
 	Namespaces []string `yaml:"namespaces"`
-	// Percent of the nodes (not counting nodes of another OS or architecture)
-	// the DaemonSet must cover.
-	Percent int `yaml:"percent"`
-	// Action for a DaemonSet below the floor, at most the rule's action.
+	Percent    int      `yaml:"percent"`
+	// Action past the percentage, at most the rule's action (default warn).
 	Action policy.Action `yaml:"action"`
+}
+
+// firstFor returns the first entry of list whose namespaces match
+// namespace, with its action defaulted to warn.
+func firstFor(list []NamespacePercent, namespace string) (NamespacePercent, bool) {
+	for _, m := range list {
+		if policy.MatchAnyGlob(m.Namespaces, namespace) {
+			if m.Action == "" {
+				m.Action = policy.ActionWarn
+			}
+			return m, true
+		}
+	}
+	return NamespacePercent{}, false
+}
+
+// validateNamespacePercents checks a list of them under fp.
+func validateNamespacePercents(list []NamespacePercent, fp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, m := range list {
+		mp := fp.Index(i)
+		if len(m.Namespaces) == 0 {
+			errs = append(errs, field.Required(mp.Child("namespaces"), "at least one namespace or glob"))
+		}
+		errs = append(errs, policy.ValidateGlobs(m.Namespaces, mp.Child("namespaces"))...)
+		if m.Percent < 1 || m.Percent > 100 {
+			errs = append(errs, field.Invalid(mp.Child("percent"), m.Percent, "must be between 1 and 100"))
+		}
+		if m.Action != "" && !m.Action.Valid() {
+			errs = append(errs, field.NotSupported(mp.Child("action"), m.Action, policy.ActionNames()))
+		}
+	}
+	return errs
 }
 
 func defaultNodeCoverageParams() NodeCoverageParams { return NodeCoverageParams{DenyAtZero: true} }
@@ -46,21 +84,7 @@ func (p *NodeCoverageParams) Weaknesses() []string {
 
 // Validate implements policy.ParamValidator.
 func (p *NodeCoverageParams) Validate(fp *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, m := range p.MinCoverage {
-		mp := fp.Child("minCoverage").Index(i)
-		if len(m.Namespaces) == 0 {
-			errs = append(errs, field.Required(mp.Child("namespaces"), "at least one namespace or glob"))
-		}
-		errs = append(errs, policy.ValidateGlobs(m.Namespaces, mp.Child("namespaces"))...)
-		if m.Percent < 1 || m.Percent > 100 {
-			errs = append(errs, field.Invalid(mp.Child("percent"), m.Percent, "must be between 1 and 100"))
-		}
-		if m.Action != "" && !m.Action.Valid() {
-			errs = append(errs, field.NotSupported(mp.Child("action"), m.Action, policy.ActionNames()))
-		}
-	}
-	return errs
+	return validateNamespacePercents(p.MinCoverage, fp.Child("minCoverage"))
 }
 
 var nodeCoverageRule = policy.NewRule(policy.Rule{
@@ -160,28 +184,19 @@ func checkNodeCoverage(ds *appsv1.DaemonSet, env *policy.Env, p *NodeCoveragePar
 
 func checkMinCoverage(ds *appsv1.DaemonSet, cov *coverage.Coverage, p *NodeCoverageParams) (policy.Finding, bool) {
 	namespace := policy.NamespaceOf(ds)
-	for _, m := range p.MinCoverage {
-		if !policy.MatchAnyGlob(m.Namespaces, namespace) {
-			continue
-		}
-		// Nodes of another OS or architecture are intended skips.
-		relevant := cov.Total - cov.Skipped(coverage.SkipOSArch)
-		if relevant == 0 || cov.Eligible*100 >= m.Percent*relevant {
-			return policy.Finding{}, false
-		}
-		action := m.Action
-		if action == "" {
-			action = policy.ActionWarn
-		}
-		return policy.Finding{
-			Action: action,
-			Field:  podSpecPath,
-			Message: fmt.Sprintf("covers %d of %d nodes (%d%%), below the %d%% required in namespace %s",
-				cov.Eligible, relevant, cov.Eligible*100/relevant, m.Percent, namespace),
-			Remediation: "widen the nodeSelector or affinity and tolerate the taints of the nodes it must cover.",
-		}, true
+	m, ok := firstFor(p.MinCoverage, namespace)
+	// Nodes of another OS or architecture are intended skips.
+	relevant := cov.Total - cov.Skipped(coverage.SkipOSArch)
+	if !ok || relevant == 0 || cov.Eligible*100 >= m.Percent*relevant {
+		return policy.Finding{}, false
 	}
-	return policy.Finding{}, false
+	return policy.Finding{
+		Action: m.Action,
+		Field:  podSpecPath,
+		Message: fmt.Sprintf("covers %d of %d nodes (%d%%), below the %d%% required in namespace %s",
+			cov.Eligible, relevant, cov.Eligible*100/relevant, m.Percent, namespace),
+		Remediation: "widen the nodeSelector or affinity and tolerate the taints of the nodes it must cover.",
+	}, true
 }
 
 func ofNodes(n, total int) string {

@@ -8,12 +8,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
 )
 
 const rolloutImpactID = "rollout-impact"
+
+// RolloutImpactParams are the rollout-impact parameters.
+type RolloutImpactParams struct {
+	// MaxNodesAtOnce caps, per namespace, the share of the agent's nodes a
+	// rollout may leave without it at once: the blast radius.
+	MaxNodesAtOnce []NamespacePercent `yaml:"maxNodesAtOnce"`
+}
+
+// Validate implements policy.ParamValidator.
+func (p *RolloutImpactParams) Validate(fp *field.Path) field.ErrorList {
+	return validateNamespacePercents(p.MaxNodesAtOnce, fp.Child("maxNodesAtOnce"))
+}
 
 var rolloutImpactRule = policy.NewRule(policy.Rule{
 	ID:    rolloutImpactID,
@@ -31,6 +44,13 @@ var rolloutImpactRule = policy.NewRule(policy.Rule{
 	Exemptible:    true,
 	NotRendered: "it resolves the change against the stored object's counts and the live nodes; " +
 		"in vap+webhook mode the webhook says it, in vap mode nothing does",
+	Params: []policy.ParamDoc{
+		{Name: "maxNodesAtOnce", Type: "list of {namespaces, percent, action}", Default: "[]",
+			Description: "Blast-radius caps: in matching namespaces (globs, first match wins), a template change may leave at " +
+				"most percent of the agent's nodes without it at once (maxUnavailable resolved against the live nodes; a " +
+				"maxSurge rollout leaves none); action (default warn, at most the rule's) applies above it. For example " +
+				"{namespaces: [kube-system, calico-system], percent: 5, action: deny} with the rule's action deny."},
+	},
 }, nil, checkRolloutImpact)
 
 // checkRolloutImpact says, for an UPDATE that changes the Pod template, what
@@ -40,7 +60,7 @@ var rolloutImpactRule = policy.NewRule(policy.Rule{
 // starting as soon as one becomes available; maxUnavailable and maxSurge
 // are resolved against the number of nodes that should run the agent,
 // rounding up, and both zero means one.
-func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParams) []policy.Finding {
+func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, p *RolloutImpactParams) []policy.Finding {
 	old := env.Previous
 	if old == nil || ds.DeletionTimestamp != nil || equality.Semantic.DeepEqual(old.Spec.Template, ds.Spec.Template) {
 		return nil
@@ -82,6 +102,9 @@ func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParam
 				running, either(running, "node", "nodes"), w.unavailable, w.unavailableText, desired, basis),
 			Remediation: "lower maxUnavailable to take fewer nodes at once (the max-unavailable rule caps it).",
 		})
+		if f, ok := blastRadiusFinding(ds, p, w, desired); ok {
+			out = append(out, f)
+		}
 	}
 	if f, ok := durationFinding(ds, env.ReadyTimes, running, w); ok {
 		out = append(out, f)
@@ -92,6 +115,29 @@ func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParam
 		}
 	}
 	return out
+}
+
+// blastRadiusFinding holds the nodes a rollout takes at once against the
+// policy's cap for the DaemonSet's namespace.
+func blastRadiusFinding(ds *appsv1.DaemonSet, p *RolloutImpactParams, w window, desired int) (policy.Finding, bool) {
+	namespace := policy.NamespaceOf(ds)
+	m, ok := firstFor(p.MaxNodesAtOnce, namespace)
+	if !ok || desired == 0 || w.unavailable*100 <= m.Percent*desired {
+		return policy.Finding{}, false
+	}
+	allowed := m.Percent * desired / 100
+	fix := fmt.Sprintf("set maxUnavailable to at most %d (%d%% of %d nodes), or roll out with maxSurge and maxUnavailable 0, "+
+		"which leaves no node without the agent.", allowed, m.Percent, desired)
+	if allowed == 0 {
+		fix = fmt.Sprintf("roll out with maxSurge and maxUnavailable 0: even one node is above %d%% of %d.", m.Percent, desired)
+	}
+	return policy.Finding{
+		Action: m.Action,
+		Field:  rollingUpdatePath.Child("maxUnavailable"),
+		Message: fmt.Sprintf("this rollout leaves %d of %d nodes (%d%%) without the agent at once, above the %d%% the policy "+
+			"allows in namespace %s", w.unavailable, desired, w.unavailable*100/desired, m.Percent, namespace),
+		Remediation: fix,
+	}, true
 }
 
 // window is how many nodes a rollout works on at once.

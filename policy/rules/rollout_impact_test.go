@@ -61,6 +61,7 @@ func TestCheckRolloutImpact(t *testing.T) {
 		old, new *appsv1.DaemonSet
 		nodes    *coverage.NodeSnapshot
 		observed *coverage.ReadyTimes
+		caps     []NamespacePercent
 		want     []wantFinding
 	}{
 		{name: "CREATE: nothing to compare", new: testobj.DS(newImage)},
@@ -97,6 +98,20 @@ func TestCheckRolloutImpact(t *testing.T) {
 				// 20s delay + 2 more successes 5s apart + 10s: 40s a Pod, 10 rounds of 24 for 238 Pods.
 				{field: "spec.template", prefix: "the rollout takes at least 6m40s: 10 rounds of at least 40s per Pod " +
 					"(container agent's probes 30s + minReadySeconds 10)"}}},
+		{name: "a blast-radius cap: 24 of 240 nodes at once is above 5 % in kube-system",
+			old: stored(mu("10%")), new: testobj.DS(newImage, mu("10%"), func(ds *appsv1.DaemonSet) { ds.Namespace = "kube-system" }),
+			caps: []NamespacePercent{{Namespaces: []string{"calico-*", "kube-system"}, Percent: 5, Action: policy.ActionDeny}},
+			want: []wantFinding{
+				{field: muField, msg: []string{"24 at a time"}},
+				{field: muField, action: policy.ActionDeny, prefix: "this rollout leaves 24 of 240 nodes (10%) without the agent at once, " +
+					"above the 5% the policy allows in namespace kube-system"}}},
+		{name: "the cap of another namespace does not apply", old: stored(mu("10%")), new: testobj.DS(newImage, mu("10%")),
+			caps: []NamespacePercent{{Namespaces: []string{"kube-system"}, Percent: 5}},
+			want: []wantFinding{{field: muField, msg: []string{"24 at a time"}}}},
+		{name: "a surge rollout leaves no node without the agent: no cap is passed", old: stored(),
+			new:  testobj.DS(newImage, surge(testobj.IntOrString("25%"))),
+			caps: []NamespacePercent{{Namespaces: []string{"*"}, Percent: 1}},
+			want: []wantFinding{{field: surgeField, msg: []string{"60 at a time"}}}},
 		{name: "a duration estimate from the Pods' observed time to Ready", old: stored(mu("10%")),
 			new: testobj.DS(newImage, mu("10%"), probe(20, 3, 5), minReady(10)), observed: &coverage.ReadyTimes{Median: 47 * time.Second, Pods: 50},
 			want: []wantFinding{
@@ -137,7 +152,7 @@ func TestCheckRolloutImpact(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := testEnv()
 			env.Nodes, env.Previous, env.ReadyTimes = tt.nodes, tt.old, tt.observed
-			got := checkRolloutImpact(tt.new, env, &policy.NoParams{})
+			got := checkRolloutImpact(tt.new, env, &RolloutImpactParams{MaxNodesAtOnce: tt.caps})
 			assertFindings(t, got, tt.want)
 			for _, f := range got {
 				// A warning line is cut at 256 characters, rule ID first.
@@ -156,7 +171,7 @@ func TestRolloutImpact_HidesNodeNames(t *testing.T) {
 		testobj.Node("secret-1", testobj.NodeTaints(testobj.NoExecute(corev1.TaintNodeUnreachable)))))
 	env.Previous, env.HideNodeNames = testobj.DS(), true
 	env.Previous.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, CurrentNumberScheduled: 4}
-	got := checkRolloutImpact(testobj.DS(func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "x:2" }), env, &policy.NoParams{})
+	got := checkRolloutImpact(testobj.DS(func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "x:2" }), env, &RolloutImpactParams{})
 	if len(got) != 2 || !strings.Contains(got[1].Message, "(1 node)") || strings.Contains(got[1].Message, "secret-1") {
 		t.Fatalf("want the down node counted, not named:\n%s", describeFindings(got))
 	}
