@@ -83,7 +83,8 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 		bundles = kubectl(t, "", "get", "validatingwebhookconfiguration", cmFullname,
 			"-o", `jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}`).Stdout
 		want := base64.StdEncoding.EncodeToString(ca)
-		return strings.Count(bundles, want+"\n") == 3
+		// The chart's four entries: DaemonSets, infrastructure, policy, Nodes.
+		return strings.Count(bundles, want+"\n") == 4
 	}, func() string { return "caBundles:\n" + bundles + cm.Log() })
 
 	// Served: the Secret mirrored into a certificate directory, as mounted.
