@@ -335,7 +335,9 @@ const readySampleTimeout = time.Second
 // ready, when the update changes the template (it starts a rollout); nil
 // otherwise, or when they cannot be listed in time.
 func (h *DaemonSetHandler) readyTimes(ctx context.Context, old, ds *appsv1.DaemonSet) *coverage.ReadyTimes {
-	if h.PodSample == nil || old == nil || old.Status.CurrentNumberScheduled == 0 ||
+	// A caller that has not authenticated makes dsguard ask the API server
+	// nothing: a forged review must not turn into Pod lists.
+	if h.PodSample == nil || old == nil || old.Status.CurrentNumberScheduled == 0 || (h.ClientAuth && !Authenticated(ctx)) ||
 		equality.Semantic.DeepEqual(old.Spec.Template, ds.Spec.Template) {
 		return nil
 	}

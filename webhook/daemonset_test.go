@@ -489,4 +489,13 @@ func TestHandle_RolloutEstimateFromThePodsOwnReadyTimes(t *testing.T) {
 	if listed != 1 || !slices.ContainsFunc(resp.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
 		t.Errorf("listed %d times (want 1); warnings %q lack %q", listed, resp.Warnings, want)
 	}
+	// With client authentication on, a caller without a certificate
+	// makes dsguard list nothing.
+	h.ClientAuth = true
+	h.Handle(context.Background(), request(t, admissionv1.Update, compliantDS(func(ds *appsv1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/prometheus/node-exporter:v1.9.3"
+	}), old))
+	if listed != 1 {
+		t.Errorf("an unauthenticated review listed Pods (%d lists in all, want still 1)", listed)
+	}
 }
