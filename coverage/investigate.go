@@ -51,7 +51,7 @@ func InvestigateGap(ds *appsv1.DaemonSet, eligible []string, pods []corev1.Pod) 
 		}
 		node := DaemonPodNode(p)
 		// Prefer a ready Pod, then the newest, when a node has several.
-		if cur, ok := byNode[node]; !ok || (!podReady(cur) && (podReady(p) || p.CreationTimestamp.After(cur.CreationTimestamp.Time))) {
+		if cur, ok := byNode[node]; !ok || (!PodReady(cur) && (PodReady(p) || p.CreationTimestamp.After(cur.CreationTimestamp.Time))) {
 			byNode[node] = p
 		}
 	}
@@ -62,7 +62,7 @@ func InvestigateGap(ds *appsv1.DaemonSet, eligible []string, pods []corev1.Pod) 
 			out = append(out, NodeDiagnosis{Node: node, State: "NoPod", Reason: "no daemon Pod on this node yet"})
 			continue
 		}
-		if podReady(p) {
+		if PodReady(p) {
 			continue
 		}
 		d := NodeDiagnosis{Node: node, Pod: p.Name}
@@ -100,7 +100,8 @@ func DaemonPodNode(p *corev1.Pod) string {
 	return ""
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether the Pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
 	c := condition(p, corev1.PodReady)
 	return c != nil && c.Status == corev1.ConditionTrue
 }

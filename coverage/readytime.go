@@ -28,10 +28,8 @@ func ObserveReadyTimes(pods []corev1.Pod) *ReadyTimes {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(p.CreationTimestamp.Time) {
-				took = append(took, c.LastTransitionTime.Sub(p.CreationTimestamp.Time))
-			}
+		if c := condition(p, corev1.PodReady); PodReady(p) && c.LastTransitionTime.After(p.CreationTimestamp.Time) {
+			took = append(took, c.LastTransitionTime.Sub(p.CreationTimestamp.Time))
 		}
 	}
 	if len(took) == 0 {

@@ -155,30 +155,17 @@ func (m *Map) WriteMarkdown(w io.Writer) error {
 	if !m.Live {
 		b.WriteString(" (predicted from the manifests)")
 	}
-	b.WriteString("\n\n| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n")
+	b.WriteString("\n\n" + markdownHeader)
 	for i, a := range m.Agents {
-		reasons := map[string]int{}
-		var order []string
-		for _, g := range m.Groups {
-			c := g.Cells[i]
-			if c.State != Skipped {
-				continue
-			}
-			if _, seen := reasons[c.Reason]; !seen {
-				order = append(order, c.Reason)
-			}
-			reasons[c.Reason] += len(g.Nodes)
-		}
-		var skipped []string
-		for _, r := range order {
-			skipped = append(skipped, fmt.Sprintf("%d: %s", reasons[r], markdownCell(r)))
-		}
 		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", a.Key(), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
-			strings.Join(skipped, "<br>"))
+			reasonList(skipReasons(m, i), nil))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// markdownHeader heads both Markdown tables.
+const markdownHeader = "| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n"
 
 // markdownCell keeps a table cell one cell: no pipes or newlines.
 func markdownCell(s string) string {
@@ -195,7 +182,7 @@ func WriteMarkdownChange(w io.Writer, before, after *Map) error {
 	rows := 0
 	table := func() {
 		if rows == 0 {
-			b.WriteString("| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n")
+			b.WriteString(markdownHeader)
 		}
 		rows++
 	}

@@ -38,10 +38,11 @@ type Env struct {
 	// controller's live counts), or nil (CREATE; offline without
 	// --previous): rules that say what a change does read it.
 	Previous *appsv1.DaemonSet
-	// ReadyTimes is how long the stored DaemonSet's Pods took to become
-	// ready, observed on a sample of them at an UPDATE that changes the
-	// template; nil when not known (offline, CREATE, no ready Pod).
-	ReadyTimes *coverage.ReadyTimes
+	// ReadyTimes, when set, observes how long the stored DaemonSet's Pods
+	// took to become ready (a sample listed from the API server); it
+	// returns nil when not known. Only a rule that needs it calls it, so
+	// that no request lists Pods for a rule that is off or out of scope.
+	ReadyTimes func() *coverage.ReadyTimes
 	// HideNodeNames makes messages count nodes instead of naming them, for
 	// callers that have not authenticated.
 	HideNodeNames bool

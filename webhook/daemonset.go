@@ -243,7 +243,8 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	env := policy.Env{
 		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Context: ctx,
 		Requester: &requester, PreviousAnnotations: previous, Previous: old,
-		HideNodeNames: !Authenticated(ctx), ReadyTimes: h.readyTimes(ctx, old, ds),
+		HideNodeNames: !Authenticated(ctx),
+		ReadyTimes:    func() *coverage.ReadyTimes { return h.readyTimes(ctx, old, ds) },
 	}
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of
@@ -333,7 +334,8 @@ const readySampleTimeout = time.Second
 
 // readyTimes observes how long the stored DaemonSet's Pods took to become
 // ready, when the update changes the template (it starts a rollout); nil
-// otherwise, or when they cannot be listed in time.
+// otherwise, or when they cannot be listed in time. rollout-impact calls it
+// (Env.ReadyTimes) only when it speaks of the rollout's length.
 func (h *DaemonSetHandler) readyTimes(ctx context.Context, old, ds *appsv1.DaemonSet) *coverage.ReadyTimes {
 	// A caller that has not authenticated makes dsguard ask the API server
 	// nothing: a forged review must not turn into Pod lists.

@@ -498,4 +498,13 @@ func TestHandle_RolloutEstimateFromThePodsOwnReadyTimes(t *testing.T) {
 	if listed != 1 {
 		t.Errorf("an unauthenticated review listed Pods (%d lists in all, want still 1)", listed)
 	}
+	// With rollout-impact off, nothing asks for the Pods.
+	off, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  rollout-impact:\n    action: off\n")
+	off.PodSample = h.PodSample
+	off.Handle(context.Background(), request(t, admissionv1.Update, compliantDS(func(ds *appsv1.DaemonSet) {
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/prometheus/node-exporter:v1.9.4"
+	}), old))
+	if listed != 1 {
+		t.Errorf("with rollout-impact off a template change listed Pods (%d lists in all, want still 1)", listed)
+	}
 }

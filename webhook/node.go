@@ -123,10 +123,11 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 	change := &policy.NodeChange{Before: &before, After: &after, WithPod: coverage.DaemonSetsWithPod(pods)}
 	requester := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}
 	var judged []judgedDaemonSet
+	now := h.Now()
 	for i := range dss {
 		ds := &dss[i]
 		fs := policy.Evaluate(ds, policy.Env{
-			Policy: active.Policy, Now: h.Now(), Context: ctx, Requester: &requester,
+			Policy: active.Policy, Now: now, Context: ctx, Requester: &requester,
 			// Its stored exemptions are judged as stored: the change is
 			// to the node, not to them.
 			PreviousAnnotations: ds.Annotations, NodeChange: change,
@@ -155,6 +156,7 @@ type judgedDaemonSet struct {
 // DaemonSets that share it.
 func nodeChangeResponse(node string, judged []judgedDaemonSet) admission.Response {
 	type group struct {
+		rule    string
 		action  policy.Action
 		message string
 		fix     string
@@ -167,10 +169,10 @@ func nodeChangeResponse(node string, judged []judgedDaemonSet) admission.Respons
 		if f.Action != policy.ActionDeny && f.Action != policy.ActionWarn {
 			continue
 		}
-		key := string(f.Action) + "\x00" + f.Message
+		key := f.RuleID + "\x00" + string(f.Action) + "\x00" + f.Message
 		g := byKey[key]
 		if g == nil {
-			g = &group{action: f.Action, message: f.Message, fix: f.Remediation}
+			g = &group{rule: f.RuleID, action: f.Action, message: f.Message, fix: f.Remediation}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
@@ -182,10 +184,10 @@ func nodeChangeResponse(node string, judged []judgedDaemonSet) admission.Respons
 	for _, g := range groups {
 		slices.Sort(g.names)
 		if g.action == policy.ActionDeny {
-			denied = append(denied, fmt.Sprintf("[%s] %s: %s\n  fix: %s", "node-change", strings.Join(g.names, ", "), g.message, g.fix))
+			denied = append(denied, fmt.Sprintf("[%s] %s: %s\n  fix: %s", g.rule, strings.Join(g.names, ", "), g.message, g.fix))
 			continue
 		}
-		warnings = append(warnings, namedLine("node-change: ", g.names, ": "+g.message))
+		warnings = append(warnings, namedLine(g.rule+": ", g.names, ": "+g.message))
 	}
 	if len(warnings) > maxNodeChangeLines {
 		left := len(warnings) - maxNodeChangeLines + 1

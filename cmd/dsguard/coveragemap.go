@@ -89,11 +89,7 @@ func podsByNode(ctx context.Context, c client.Client, ds *appsv1.DaemonSet) (map
 		if ref := metav1.GetControllerOfNoCopy(p); ref == nil || ref.UID != ds.UID || p.DeletionTimestamp != nil {
 			continue
 		}
-		ready := false
-		for _, c := range p.Status.Conditions {
-			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-		}
-		out[coverage.DaemonPodNode(p)] = coveragemap.PodOnNode{Bound: p.Spec.NodeName != "", Ready: ready}
+		out[coverage.DaemonPodNode(p)] = coveragemap.PodOnNode{Bound: p.Spec.NodeName != "", Ready: coverage.PodReady(p)}
 	}
 	return out, nil
 }

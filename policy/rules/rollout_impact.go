@@ -106,7 +106,11 @@ func checkRolloutImpact(ds *appsv1.DaemonSet, env *policy.Env, p *RolloutImpactP
 			out = append(out, f)
 		}
 	}
-	if f, ok := durationFinding(ds, env.ReadyTimes, running, w); ok {
+	var observed *coverage.ReadyTimes
+	if env.ReadyTimes != nil {
+		observed = env.ReadyTimes()
+	}
+	if f, ok := durationFinding(ds, observed, running, w); ok {
 		out = append(out, f)
 	}
 	if env.Nodes != nil {

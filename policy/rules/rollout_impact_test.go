@@ -151,7 +151,10 @@ func TestCheckRolloutImpact(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := testEnv()
-			env.Nodes, env.Previous, env.ReadyTimes = tt.nodes, tt.old, tt.observed
+			env.Nodes, env.Previous = tt.nodes, tt.old
+			if tt.observed != nil {
+				env.ReadyTimes = func() *coverage.ReadyTimes { return tt.observed }
+			}
 			got := checkRolloutImpact(tt.new, env, &RolloutImpactParams{MaxNodesAtOnce: tt.caps})
 			assertFindings(t, got, tt.want)
 			for _, f := range got {
