@@ -23,6 +23,7 @@ import (
 
 	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -44,6 +45,9 @@ type Auditor struct {
 	// a cluster-wide Pod informer would be huge at 5,000 nodes.
 	Pods     client.Reader
 	Nodes    *clusterview.NodeView
+	// Fit, when set, returns what kube-scheduler weighs on the nodes, or
+	// nil until it is known: resource-fit and priority-class judge by it.
+	Fit      func() *fit.Cluster
 	Source   *clusterview.PolicySource
 	Recorder events.EventRecorder
 	Log      logr.Logger
@@ -336,8 +340,12 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 	}
 	now := a.Now()
 	a.gapClock.Track(ds, now)
+	var cluster *fit.Cluster
+	if a.Fit != nil {
+		cluster = a.Fit()
+	}
 	entries := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: snap, Policy: active.Policy,
-		Now: now, GapSince: a.gapClock, Window: a.Window})
+		Now: now, GapSince: a.gapClock, Window: a.Window, Fit: cluster})
 	quiet := a.quiet[key]
 	delete(a.quiet, key)
 	a.observe(ctx, &entries[0], snap, quiet)

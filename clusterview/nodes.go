@@ -135,16 +135,7 @@ func (v *NodeView) Start(ctx context.Context) error {
 	built := v.builtChan()
 	r := toolscache.NewReflectorWithOptions(v.Nodes, &corev1.Node{}, nodeStore{v}, toolscache.ReflectorOptions{Name: "nodes"})
 	var wg sync.WaitGroup
-	// The loop of Reflector.RunWithContext, with the view's own error
-	// handler: a reflector takes one only through an informer.
-	wg.Go(func() {
-		_ = nodeBackoff.DelayWithReset(clock.RealClock{}, nodeBackoffReset).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-			if err := r.ListAndWatchWithContext(ctx); err != nil {
-				v.watchError(ctx, r, err)
-			}
-			return false, nil
-		})
-	})
+	wg.Go(func() { runReflector(ctx, r, v.watchError) })
 	defer wg.Wait()
 	select {
 	case <-ctx.Done():
@@ -154,6 +145,18 @@ func (v *NodeView) Start(ctx context.Context) error {
 	v.trackFreshness(ctx)
 	<-ctx.Done()
 	return nil
+}
+
+// runReflector is the loop of Reflector.RunWithContext with an error
+// handler of the caller's: a reflector takes one only through an informer.
+func runReflector(ctx context.Context, r *toolscache.Reflector,
+	onError func(context.Context, *toolscache.Reflector, error)) {
+	_ = nodeBackoff.DelayWithReset(clock.RealClock{}, nodeBackoffReset).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		if err := r.ListAndWatchWithContext(ctx); err != nil {
+			onError(ctx, r, err)
+		}
+		return false, nil
+	})
 }
 
 // Built returns a channel closed once the first list of nodes is applied.

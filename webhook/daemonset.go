@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 )
 
@@ -67,6 +68,11 @@ type DaemonSetHandler struct {
 	// ready. Asked within readySampleTimeout; on an error the estimate
 	// falls back to the template's floor.
 	PodSample func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error)
+	// Fit, when set, returns what kube-scheduler weighs on the nodes (their
+	// allocatable, the Pods bound there, the PriorityClasses), or nil until
+	// it is known: resource-fit and priority-class judge by it. It is not
+	// used while the node view is stale.
+	Fit func() *fit.Cluster
 	// ClientAuth is true when callers can authenticate with a client
 	// certificate. Then requests without one are answered but left out of
 	// the metrics alerts read (decisions, findings, bypasses), so a Pod
@@ -240,8 +246,12 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 	if stale > 0 {
 		nodes = nil
 	}
+	var cluster *fit.Cluster
+	if nodes != nil && h.Fit != nil {
+		cluster = h.Fit()
+	}
 	env := policy.Env{
-		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Context: ctx,
+		Policy: active.Policy, Now: h.Now(), Nodes: nodes, Fit: cluster, Context: ctx,
 		Requester: &requester, PreviousAnnotations: previous, Previous: old,
 		HideNodeNames: !Authenticated(ctx),
 		ReadyTimes:    func() *coverage.ReadyTimes { return h.readyTimes(ctx, old, ds) },

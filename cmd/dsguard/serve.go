@@ -76,6 +76,7 @@ type serveOptions struct {
 	readTimeout     time.Duration
 	failOpen        []string
 	apiCompression  bool
+	fit             bool
 	modes           modeOptions
 	zap             zap.Options
 }
@@ -128,6 +129,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.metricsMaxConns, "metrics-max-connections", dswebhook.DefaultMetricsMaxConnections, "open connections to the metrics port at most; at the cap a new connection evicts one of the source holding the most")
 	f.DurationVar(&o.readTimeout, "request-read-timeout", dswebhook.DefaultReadTimeout, "time a caller has to send a whole review (headers and body) on a connection")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", dswebhook.DefaultFailOpenNamespaces, "infrastructure namespaces where dsguard only warns and its own errors admit with a warning (the webhook entry for them must fail open too)")
+	f.BoolVar(&o.fit, "fit", true, "keep what kube-scheduler weighs on each node (allocatable, a compact record of every Pod bound there, PriorityClasses, namespaces' labels; needs list and watch of pods, priorityclasses and namespaces) so that resource-fit and priority-class judge at admission and in the audit; off, they judge only in dsguard check --nodes with a cluster dump")
 	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the API server for gzip-compressed responses (it then compresses every Node update on the node view's watch): off, as kube-controller-manager and kube-scheduler keep it on a cluster network; on for an API server behind a slow link")
 	o.modes.bindFlags(cmd)
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
@@ -185,18 +187,27 @@ func runServe(o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	var fitView *clusterview.FitView
+	if o.fit {
+		if fitView, err = addFitView(mgr); err != nil {
+			return err
+		}
+	}
 	if err := o.modes.setUp(o, mgr, source, lastGood); err != nil {
 		return err
 	}
-	if err := o.addAuditor(mgr, source, nodes); err != nil {
+	if err := o.addAuditor(mgr, source, nodes, fitView); err != nil {
 		return err
 	}
-	if err := o.registerWebhooks(mgr, scheme, ref, source, nodes, m); err != nil {
+	if err := o.registerWebhooks(mgr, scheme, ref, source, nodes, fitView, m); err != nil {
 		return err
 	}
 	webhookServer := mgr.GetWebhookServer().(*dswebhook.Server)
 	readiness := []namedCheck{{"policy", source.ReadyCheck}, {"nodes", nodes.ReadyCheck},
 		{"webhook", webhookServer.StartedChecker()}, {"draining", webhookServer.DrainingChecker}}
+	if fitView != nil {
+		readiness = append(readiness, namedCheck{"fit", fitView.ReadyCheck})
+	}
 	if selfManaged != nil {
 		selfManaged.SetRecorder(mgr.GetEventRecorder("dsguard"))
 		if err := mgr.Add(selfManaged); err != nil {
@@ -375,19 +386,32 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, lastGood *clust
 	return source, nil
 }
 
+// addFitView adds the view of what kube-scheduler weighs, which every
+// replica keeps: each one serves admission.
+func addFitView(mgr ctrl.Manager) (*clusterview.FitView, error) {
+	c, err := kubernetes.NewForConfig(clusterview.NodeClientConfig(mgr.GetConfig()))
+	if err != nil {
+		return nil, fmt.Errorf("fit client: %w", err)
+	}
+	v := &clusterview.FitView{Log: ctrl.Log.WithName("fit")}
+	v.Nodes, v.Pods, v.PriorityClasses, v.Namespaces = clusterview.FitListerWatchers(c)
+	return v, mgr.Add(v)
+}
+
 // auditLease is the Lease in dsguard's namespace that elects the auditor.
 const auditLease = "dsguard-coverage"
 
 // addAuditor adds the auditor and its OpenReports writer, elected by a Lease
 // of its own (audit.Elected) unless --leader-elect=false.
-func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView) error {
+func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView,
+	fitView *clusterview.FitView) error {
 	// The auditor's Events go through a sink of their own, which keeps no
 	// copy of what it sent (see audit.EventSink).
 	events := audit.NewEventSink(mgr.GetClient(), mgr.GetScheme(), "dsguard", ctrl.Log.WithName("events"))
 	if err := mgr.Add(events); err != nil {
 		return err
 	}
-	var auditor manager.Runnable = &audit.Auditor{
+	a := &audit.Auditor{
 		Cache: mgr.GetCache(), Pods: mgr.GetAPIReader(), Nodes: nodes, Source: source,
 		Recorder: events, Log: ctrl.Log.WithName("audit"),
 		Metrics: audit.NewMetrics(metrics.Registry), OwnNamespace: o.namespace,
@@ -397,6 +421,10 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 			Log: ctrl.Log.WithName("reports"), Recheck: 2 * o.auditInterval,
 		},
 	}
+	if fitView != nil {
+		a.Fit = fitView.Cluster
+	}
+	var auditor manager.Runnable = a
 	if o.leaderElect {
 		// Core v1 Events, as the leader election in client-go expects its recorder.
 		lock, err := audit.NewLeaseLock(mgr.GetConfig(), o.namespace, auditLease, mgr.GetEventRecorderFor("dsguard"))
@@ -411,9 +439,12 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 // registerWebhooks puts the DaemonSet handler, the policy ConfigMap
 // validator and the Node change handler on the webhook server.
 func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme, ref clusterview.PolicyRef,
-	source *clusterview.PolicySource, nodes *clusterview.NodeView, m *dswebhook.Metrics) error {
+	source *clusterview.PolicySource, nodes *clusterview.NodeView, fitView *clusterview.FitView, m *dswebhook.Metrics) error {
 	srv := mgr.GetWebhookServer()
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
+	if fitView != nil {
+		dsHandler.Fit = fitView.Cluster
+	}
 	dsHandler.FailOpenNamespaces = o.failOpen
 	dsHandler.ClientAuth = o.clientCAFile != ""
 	dsHandler.PodSample = func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error) {

@@ -82,23 +82,34 @@ func (b *Builder) AddNamespace(ns *corev1.Namespace) { b.nsLabels[ns.Name] = ns.
 // Build attaches the Pods to their nodes (Pods of nodes not added are
 // dropped, as the scheduler drops them) and returns the Cluster.
 func (b *Builder) Build() *Cluster {
-	c := &Cluster{nodes: b.nodes, priorities: NewPriorities(b.classes), namespaces: b.nsLabels}
+	list := make([]*Node, 0, len(b.nodes))
 	for name, n := range b.nodes {
 		n.Pods, n.Nominated = b.bound[name], b.nominated[name]
-		c.pods += len(n.Pods) + len(n.Nominated)
 		n.Sort()
-		for i := range n.Pods {
-			p := &n.Pods[i]
-			if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
-				(c.workload == nil || p.Priority > c.workload.Priority ||
-					p.Priority == c.workload.Priority && p.Key < c.workload.Key) {
-				c.workload = p
-			}
-		}
-		c.list = append(c.list, n)
+		list = append(list, n)
 	}
-	slices.SortFunc(c.list, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(list, func(a, b *Node) int { return cmp.Compare(a.Name, b.Name) })
+	c := NewCluster(list, b.classes, b.nsLabels)
 	*b = Builder{}
+	return c
+}
+
+// NewCluster assembles a Cluster from nodes sorted by name, each with its
+// Pods in order (Sort), the cluster's PriorityClasses and its namespaces'
+// labels. It takes the nodes as they are, without copying them: a caller
+// that keeps the cluster up to date (clusterview.FitView) replaces a
+// changed node rather than changing it. The cost is one step per node.
+func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces map[string]map[string]string) *Cluster {
+	c := &Cluster{nodes: make(map[string]*Node, len(list)), list: list, priorities: NewPriorities(classes),
+		namespaces: namespaces}
+	for _, n := range list {
+		c.nodes[n.Name] = n
+		c.pods += len(n.Pods) + len(n.Nominated)
+		if p := n.workload; p != nil && (c.workload == nil || p.Priority > c.workload.Priority ||
+			p.Priority == c.workload.Priority && p.Key < c.workload.Key) {
+			c.workload = p
+		}
+	}
 	return c
 }
 

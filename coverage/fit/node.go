@@ -3,6 +3,7 @@ package fit
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,6 +152,9 @@ type Node struct {
 	// the scheduler counts those of at least the incoming Pod's priority
 	// as already there.
 	Nominated []Pod
+	// workload is the most important of Pods that no DaemonSet controls,
+	// below the system classes (Cluster.WorkloadPriority); set by Sort.
+	workload *Pod
 }
 
 // Band is the sum of the requests of the Pods of one priority on a node.
@@ -214,7 +218,27 @@ func Aggregate(nodes []corev1.Node, pods []corev1.Pod) (map[string]*Node, error)
 }
 
 // Sort puts the node's Pods in the order Predict expects, most important
-// first.
+// first, and notes the node's most important workload Pod.
 func (n *Node) Sort() {
 	slices.SortFunc(n.Pods, func(a, b Pod) int { return moreImportant(&a, &b) })
+	n.workload = nil
+	for i := range n.Pods {
+		p := &n.Pods[i]
+		if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
+			(n.workload == nil || p.Priority > n.workload.Priority ||
+				p.Priority == n.workload.Priority && p.Key < n.workload.Key) {
+			n.workload = p
+		}
+	}
+}
+
+// Same reports whether p and o are the same record: a Pod update that
+// changes none of it (most are status reports) changes no prediction. The
+// anti-affinity terms are left out: a Pod's affinity cannot change once it
+// is created, and a Pod made again under the same name is a new record
+// (its UID differs, which the caller compares).
+func (p *Pod) Same(o *Pod) bool {
+	return p.Key == o.Key && p.Priority == o.Priority && p.StartTime == o.StartTime && p.Owner == o.Owner &&
+		p.Requests.Equal(o.Requests) && slices.Equal(p.Ports, o.Ports) && maps.Equal(p.Labels, o.Labels) &&
+		len(p.AntiAffinity) == len(o.AntiAffinity)
 }

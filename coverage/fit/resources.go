@@ -59,6 +59,25 @@ func (r Resources) IsZero() bool {
 	return r.MilliCPU == 0 && r.Memory == 0 && r.EphemeralStorage == 0 && len(r.Scalar) == 0
 }
 
+// Equal reports whether r and o are the same vector (a zero scalar entry
+// counts as absent).
+func (r Resources) Equal(o Resources) bool {
+	if r.MilliCPU != o.MilliCPU || r.Memory != o.Memory || r.EphemeralStorage != o.EphemeralStorage {
+		return false
+	}
+	for name, v := range r.Scalar {
+		if o.Scalar[name] != v {
+			return false
+		}
+	}
+	for name, v := range o.Scalar {
+		if r.Scalar[name] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // Add adds o to r.
 func (r *Resources) Add(o Resources) { r.add(o, 1) }
 

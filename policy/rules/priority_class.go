@@ -46,7 +46,7 @@ var priorityClassRule = policy.NewRule(policy.Rule{
 	DefaultAction: policy.ActionWarn,
 	NeedsNodes:    true,
 	NeedsFit:      true,
-	NotRendered:   "it needs the nodes' allocatable and the Pods bound to them; so far only dsguard check --nodes with a cluster dump judges it",
+	NotRendered:   "it needs the nodes' allocatable and the Pods bound to them: the webhook judges it by its fit view (fit.enabled), dsguard check by --nodes with a cluster dump; in vap mode nothing does",
 	Exemptible:    true,
 	Params: []policy.ParamDoc{
 		{Name: "minValue", Type: "integer", Default: "unset",

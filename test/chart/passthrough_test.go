@@ -16,7 +16,7 @@ func TestTemplate_PassThrough(t *testing.T) {
 				"--set", "extraArgs[0]=--api-compression=true",
 				"--set", "extraEnv[0].name=GODEBUG", "--set", "extraEnv[0].value=http2client=0",
 				"--set", "commonLabels.team=platform",
-				"--set", "audit.interval=1m", "--set", "audit.gapWindow=10m", "--set", "nodeView.stalenessBound=5m",
+				"--set", "audit.interval=1m", "--set", "audit.gapWindow=10m", "--set", "nodeView.stalenessBound=5m", "--set", "fit.enabled=false",
 				"--set", "webhook.maxConnections=512", "--set", "webhook.requestReadTimeout=15s", "--set", "metrics.maxConnections=8",
 				"--set", "metrics.serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"))
 			for _, o := range objs {
@@ -30,7 +30,7 @@ func TestTemplate_PassThrough(t *testing.T) {
 			}
 			container := get(deploy[0], "spec", "template", "spec", "containers", 0)
 			args, _ := get(container, "args").([]any)
-			for _, want := range []string{"--audit-interval=1m", "--gap-window=10m", "--node-staleness-bound=5m",
+			for _, want := range []string{"--audit-interval=1m", "--gap-window=10m", "--node-staleness-bound=5m", "--fit=false",
 				"--max-connections=512", "--request-read-timeout=15s", "--metrics-max-connections=8"} {
 				if !slices.Contains(args, any(want)) {
 					t.Errorf("args lack %s: %v", want, args)

@@ -66,6 +66,12 @@ var rbacMatrix = []canI{
 	{verb: "patch", resource: "events", namespace: rbacNamespace, want: true},
 	// The auditor's on-demand Pod listing and its OpenReports Reports.
 	{verb: "list", resource: "pods", namespace: "monitoring", want: true},
+	// The fit view (fit.enabled, on by default): Pods, namespaces and
+	// PriorityClasses listed and watched, read only.
+	{verb: "watch", resource: "pods", namespace: "-A", want: true},
+	{verb: "watch", resource: "namespaces", want: true},
+	{verb: "list", resource: "priorityclasses.scheduling.k8s.io", want: true},
+	{verb: "watch", resource: "priorityclasses.scheduling.k8s.io", want: true},
 	{verb: "create", resource: "reports.openreports.io", namespace: "monitoring", want: true},
 	{verb: "update", resource: "reports.openreports.io", namespace: "monitoring", want: true},
 	// The secure metrics filter.
@@ -103,9 +109,11 @@ var rbacMatrix = []canI{
 	// core Events only in its own namespace; no deleting Events,
 	{verb: "create", resource: "events", namespace: "monitoring"},
 	{verb: "delete", resource: "events.events.k8s.io", namespace: "monitoring"},
-	// no Pod watch, reads of single Pods or Pod writes, no node writes, no
-	// webhook or RBAC changes, no escalation.
-	{verb: "watch", resource: "pods", namespace: "-A"},
+	// no reads of single Pods or Pod writes, no PriorityClass or
+	// namespace writes, no node writes, no webhook or RBAC changes, no
+	// escalation.
+	{verb: "create", resource: "priorityclasses.scheduling.k8s.io"},
+	{verb: "patch", resource: "namespaces/monitoring"},
 	{verb: "get", resource: "pods", namespace: "monitoring"},
 	{verb: "create", resource: "pods", namespace: rbacNamespace},
 	{verb: "delete", resource: "pods", namespace: "monitoring"},

@@ -1,0 +1,611 @@
+package clusterview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/dsguard/dsguard/coverage/fit"
+)
+
+// FitView keeps what kube-scheduler weighs on each node, as a fit.Cluster:
+// the nodes' allocatable, a compact record of every Pod bound to or
+// nominated for a node (requests, priority, start time, host ports, labels,
+// required anti-affinity terms), the PriorityClasses and the namespaces'
+// labels. Four reflectors of its own feed it, each with a store that keeps
+// no object: a Pod becomes its fit.Pod record as it arrives (a streamed
+// list hands the reflector's own store the record, not the Pod), and an
+// update that changes nothing of the record (most Pod updates are status
+// reports) is compared and dropped.
+//
+// Cluster assembles the current fit.Cluster when something changed since
+// the last one, rebuilding only the nodes whose Pods changed; the Cluster
+// it returns is never written again, so requests read it without a lock.
+type FitView struct {
+	// Nodes, Pods, PriorityClasses and Namespaces list and watch the
+	// cluster's objects (FitListerWatchers).
+	Nodes, Pods, PriorityClasses, Namespaces toolscache.ListerWatcher
+	Log                                      logr.Logger
+
+	mu         sync.Mutex
+	nodes      map[string]*fitNode
+	pods       map[string]podPlace // by namespace/name
+	classes    map[string]schedulingv1.PriorityClass
+	namespaces map[string]map[string]string
+	// order is the names of the nodes with a Node object, sorted; nil
+	// when membership changed since the last Cluster.
+	order []string
+	// dirty are the nodes whose published form is out of date; changed
+	// is set by any change since the last Cluster.
+	dirty    map[string]struct{}
+	changed  bool
+	snapshot *fit.Cluster
+	// listed counts the sources whose first list has been applied.
+	listed    map[string]bool
+	built     chan struct{}
+	buildOnce sync.Once
+}
+
+// fitNode is one node as the view keeps it.
+type fitNode struct {
+	// base is the node without Pods (name, labels, allocatable); nil while
+	// Pods are bound to a node whose Node object is not (or no longer)
+	// there: the scheduler drops those, and so does Cluster.
+	base             *fit.Node
+	bound, nominated map[string]fit.Pod
+	// published is the node with its Pods as the last Cluster holds it.
+	published *fit.Node
+}
+
+// podPlace is where a Pod's record is kept.
+type podPlace struct {
+	node      string
+	nominated bool
+	uid       types.UID
+}
+
+// fitSources are the names of the view's reflectors.
+var fitSources = []string{"nodes", "pods", "priorityclasses", "namespaces"}
+
+// PodsFieldSelector leaves out Pods that have finished, as kube-scheduler's
+// own Pod informer does: they hold nothing on their node.
+var PodsFieldSelector = fields.ParseSelectorOrDie("status.phase!=" + string(corev1.PodSucceeded) +
+	",status.phase!=" + string(corev1.PodFailed)).String()
+
+// FitListerWatchers returns the lister-watchers a FitView reads with
+// client, which needs list and watch of nodes, pods, priorityclasses and
+// namespaces.
+func FitListerWatchers(client kubernetes.Interface) (nodes, pods, classes, namespaces toolscache.ListerWatcher) {
+	core, sched := client.CoreV1(), client.SchedulingV1()
+	podsLW := listWatch(client, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.FieldSelector = PodsFieldSelector
+		return core.Pods(metav1.NamespaceAll).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = PodsFieldSelector
+		return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
+	})
+	classesLW := listWatch(client, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return sched.PriorityClasses().List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return sched.PriorityClasses().Watch(ctx, o)
+	})
+	namespacesLW := listWatch(client, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return core.Namespaces().List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return core.Namespaces().Watch(ctx, o)
+	})
+	return NodeListerWatcher(client), podsLW, classesLW, namespacesLW
+}
+
+// listWatch is a lister-watcher from two functions, streaming its lists
+// where the API server can (watch-list semantics, as NodeListerWatcher).
+func listWatch(client kubernetes.Interface, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) toolscache.ListerWatcher {
+	return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
+		ListWithContextFunc: list, WatchFuncWithContext: watchFunc,
+	}, client)
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every
+// replica answers admission requests, so every replica keeps the view.
+func (v *FitView) NeedLeaderElection() bool { return false }
+
+// Built returns a channel closed once every source has been listed.
+func (v *FitView) Built() <-chan struct{} { return v.builtChan() }
+
+func (v *FitView) builtChan() chan struct{} {
+	v.buildOnce.Do(func() { v.built = make(chan struct{}) })
+	return v.built
+}
+
+// ReadyCheck is a healthz checker: ready once every source has been listed,
+// so that a replica never judges resource-fit on a cluster without Pods.
+func (v *FitView) ReadyCheck(_ *http.Request) error {
+	select {
+	case <-v.Built():
+		return nil
+	default:
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var missing []string
+	for _, s := range fitSources {
+		if !v.listed[s] {
+			missing = append(missing, s)
+		}
+	}
+	return fmt.Errorf("fit view: not listed yet: %v", missing)
+}
+
+// Start implements manager.Runnable: it runs the four reflectors until ctx
+// ends.
+func (v *FitView) Start(ctx context.Context) error {
+	if v.Nodes == nil || v.Pods == nil || v.PriorityClasses == nil || v.Namespaces == nil {
+		return errors.New("fit view: a lister-watcher is missing")
+	}
+	v.init()
+	v.builtChan()
+	reflectors := []*toolscache.Reflector{
+		toolscache.NewReflectorWithOptions(v.Nodes, &corev1.Node{}, fitNodeStore{v}, toolscache.ReflectorOptions{Name: "fit-nodes"}),
+		toolscache.NewReflectorWithOptions(v.Pods, &corev1.Pod{}, fitPodStore{v}, toolscache.ReflectorOptions{Name: "fit-pods"}),
+		toolscache.NewReflectorWithOptions(v.PriorityClasses, &schedulingv1.PriorityClass{}, fitClassStore{v},
+			toolscache.ReflectorOptions{Name: "fit-priorityclasses"}),
+		toolscache.NewReflectorWithOptions(v.Namespaces, &corev1.Namespace{}, fitNamespaceStore{v},
+			toolscache.ReflectorOptions{Name: "fit-namespaces"}),
+	}
+	var wg sync.WaitGroup
+	for _, r := range reflectors {
+		wg.Go(func() { runReflector(ctx, r, toolscache.DefaultWatchErrorHandler) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (v *FitView) init() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.nodes == nil {
+		v.nodes, v.pods, v.classes = map[string]*fitNode{}, map[string]podPlace{}, map[string]schedulingv1.PriorityClass{}
+		v.namespaces, v.dirty, v.listed = map[string]map[string]string{}, map[string]struct{}{}, map[string]bool{}
+	}
+}
+
+// Cluster returns the current fit.Cluster, or nil before every source has
+// been listed. It rebuilds the nodes whose Pods changed since the last call
+// and shares the rest; with no change it returns the last one.
+func (v *FitView) Cluster() *fit.Cluster {
+	select {
+	case <-v.Built():
+	default:
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.changed && v.snapshot != nil {
+		return v.snapshot
+	}
+	for name := range v.dirty {
+		if n := v.nodes[name]; n != nil {
+			n.publish()
+		}
+	}
+	clear(v.dirty)
+	if v.order == nil {
+		v.order = make([]string, 0, len(v.nodes))
+		for name, n := range v.nodes {
+			if n.base != nil {
+				v.order = append(v.order, name)
+			}
+		}
+		slices.Sort(v.order)
+	}
+	list := make([]*fit.Node, len(v.order))
+	for i, name := range v.order {
+		list[i] = v.nodes[name].published
+	}
+	classes := slices.Collect(maps.Values(v.classes))
+	// Namespaces change rarely; the map is copied so that the Cluster
+	// handed out never sees a later change.
+	v.snapshot = fit.NewCluster(list, classes, maps.Clone(v.namespaces))
+	v.changed = false
+	return v.snapshot
+}
+
+// publish rebuilds the node's published form from its records.
+func (n *fitNode) publish() {
+	if n.base == nil {
+		n.published = nil
+		return
+	}
+	p := *n.base
+	p.Pods = slices.Collect(maps.Values(n.bound))
+	p.Nominated = slices.Collect(maps.Values(n.nominated))
+	p.Sort()
+	n.published = &p
+}
+
+// node returns the node named name, creating it; mu is held.
+func (v *FitView) node(name string) *fitNode {
+	n := v.nodes[name]
+	if n == nil {
+		n = &fitNode{bound: map[string]fit.Pod{}, nominated: map[string]fit.Pod{}}
+		v.nodes[name] = n
+	}
+	return n
+}
+
+// touch marks the node out of date; mu is held.
+func (v *FitView) touch(name string) {
+	v.dirty[name] = struct{}{}
+	v.changed = true
+}
+
+// forget drops a node that holds nothing any more; mu is held.
+func (v *FitView) forget(name string) {
+	if n := v.nodes[name]; n != nil && n.base == nil && len(n.bound) == 0 && len(n.nominated) == 0 {
+		delete(v.nodes, name)
+		delete(v.dirty, name)
+	}
+}
+
+// markListed notes a source's first list; mu is held.
+func (v *FitView) markListed(source string) {
+	if v.listed[source] {
+		return
+	}
+	v.listed[source] = true
+	for _, s := range fitSources {
+		if !v.listed[s] {
+			return
+		}
+	}
+	v.Log.Info("fit view built", "nodes", len(v.nodes), "pods", len(v.pods), "priorityClasses", len(v.classes))
+	close(v.builtChan())
+}
+
+// locked runs f under mu.
+func (v *FitView) locked(f func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f()
+}
+
+// --- Nodes ---
+
+// fitNodeStore applies Nodes: their name, labels and allocatable.
+type fitNodeStore struct{ v *FitView }
+
+func (s fitNodeStore) Add(obj any) error    { return s.Update(obj) }
+func (s fitNodeStore) Resync() error        { return nil }
+func (s fitNodeStore) Update(obj any) error { return s.each([]any{obj}, "", false) }
+func (s fitNodeStore) Delete(obj any) error { return s.each([]any{obj}, "", true) }
+
+// Replace applies a complete list: nodes not in it are gone.
+func (s fitNodeStore) Replace(list []any, _ string) error { return s.each(list, "nodes", false) }
+
+// Transformer keeps, of a streamed list, only what the view reads.
+func (s fitNodeStore) Transformer() toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
+				Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable}}, nil
+		}
+		return obj, nil
+	}
+}
+
+// each applies objs (deleting them with remove); a non-empty listed is the
+// source a complete list came from.
+func (s fitNodeStore) each(objs []any, listed string, remove bool) error {
+	nodes := make([]*fit.Node, 0, len(objs))
+	for _, obj := range objs {
+		n, err := nodeOf(obj)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, fit.NodeOf(n))
+	}
+	v := s.v
+	v.locked(func() {
+		if listed != "" {
+			seen := make(map[string]bool, len(nodes))
+			for _, n := range nodes {
+				seen[n.Name] = true
+			}
+			for name, n := range v.nodes {
+				if n.base != nil && !seen[name] {
+					v.removeNode(name)
+				}
+			}
+		}
+		for _, n := range nodes {
+			if remove {
+				v.removeNode(n.Name)
+			} else {
+				v.applyNode(n)
+			}
+		}
+		if listed != "" {
+			v.markListed(listed)
+		}
+	})
+	return nil
+}
+
+// applyNode adds or updates a node's base; an update that changes no
+// label or allocatable (a heartbeat) changes nothing. mu is held.
+func (v *FitView) applyNode(n *fit.Node) {
+	fn := v.node(n.Name)
+	if b := fn.base; b != nil && b.AllowedPods == n.AllowedPods && b.Allocatable.Equal(n.Allocatable) &&
+		maps.Equal(b.Labels, n.Labels) {
+		return
+	}
+	if fn.base == nil {
+		v.order = nil
+	}
+	fn.base = n
+	v.touch(n.Name)
+}
+
+// removeNode drops a node's base; its Pods' records stay until they are
+// deleted too. mu is held.
+func (v *FitView) removeNode(name string) {
+	fn := v.nodes[name]
+	if fn == nil || fn.base == nil {
+		return
+	}
+	fn.base = nil
+	v.order = nil
+	v.touch(name)
+	v.forget(name)
+}
+
+// --- Pods ---
+
+// fitPodStore applies Pods as their fit.Pod records.
+type fitPodStore struct{ v *FitView }
+
+// podRecord is a Pod reduced to what the view keeps, with the metadata a
+// reflector's store keys it by.
+type podRecord struct {
+	metav1.ObjectMeta
+	place podPlace
+	rec   fit.Pod
+	// err is set when the record cannot be built (a malformed
+	// anti-affinity term, which the API server's validation refuses).
+	err error
+}
+
+// recordOf reduces a Pod (or passes a record on). A Pod that has finished
+// or is neither bound nor nominated has no place.
+func recordOf(obj any) (*podRecord, error) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	switch o := obj.(type) {
+	case *podRecord:
+		return o, nil
+	case *corev1.Pod:
+		r := &podRecord{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: o.Namespace}}
+		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+			return r, nil
+		}
+		r.place = podPlace{node: o.Spec.NodeName, uid: o.UID}
+		if r.place.node == "" {
+			r.place.node, r.place.nominated = o.Status.NominatedNodeName, true
+		}
+		if r.place.node == "" {
+			return r, nil
+		}
+		r.rec, r.err = fit.PodOf(o)
+		return r, nil
+	}
+	return nil, fmt.Errorf("fit view: %T is not a Pod", obj)
+}
+
+func (s fitPodStore) Add(obj any) error    { return s.Update(obj) }
+func (s fitPodStore) Resync() error        { return nil }
+func (s fitPodStore) Update(obj any) error { return s.each([]any{obj}, false, false) }
+func (s fitPodStore) Delete(obj any) error { return s.each([]any{obj}, true, false) }
+
+// Replace applies a complete list: Pods not in it are gone.
+func (s fitPodStore) Replace(list []any, _ string) error { return s.each(list, false, true) }
+
+// Transformer reduces each Pod of a streamed list to its record as it
+// arrives, so the list never holds Pods.
+func (s fitPodStore) Transformer() toolscache.TransformFunc {
+	return func(obj any) (any, error) { return recordOf(obj) }
+}
+
+func (s fitPodStore) each(objs []any, remove, complete bool) error {
+	recs := make([]*podRecord, 0, len(objs))
+	for _, obj := range objs {
+		r, err := recordOf(obj)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+	}
+	v := s.v
+	v.locked(func() {
+		if complete {
+			seen := make(map[string]bool, len(recs))
+			for _, r := range recs {
+				seen[r.Namespace+"/"+r.Name] = true
+			}
+			for key := range v.pods {
+				if !seen[key] {
+					v.removePod(key)
+				}
+			}
+		}
+		for _, r := range recs {
+			key := r.Namespace + "/" + r.Name
+			switch {
+			case remove || r.place.node == "":
+				v.removePod(key)
+			case r.err != nil:
+				// Left out rather than counted wrong; the API server
+				// refuses such a Pod, so this is a Pod from a newer API.
+				v.Log.Error(r.err, "pod left out of the fit view", "pod", key)
+				v.removePod(key)
+			default:
+				v.applyPod(key, r)
+			}
+		}
+		if complete {
+			v.markListed("pods")
+		}
+	})
+	return nil
+}
+
+// applyPod adds or updates a Pod's record; an update that changes nothing
+// of it changes nothing. mu is held.
+func (v *FitView) applyPod(key string, r *podRecord) {
+	if old, ok := v.pods[key]; ok {
+		if old == r.place {
+			fn := v.nodes[old.node]
+			held := fn.bound
+			if old.nominated {
+				held = fn.nominated
+			}
+			if prev, ok := held[key]; ok && prev.Same(&r.rec) {
+				return
+			}
+		} else {
+			v.removePod(key)
+		}
+	}
+	fn := v.node(r.place.node)
+	if r.place.nominated {
+		fn.nominated[key] = r.rec
+	} else {
+		fn.bound[key] = r.rec
+	}
+	v.pods[key] = r.place
+	v.touch(r.place.node)
+}
+
+// removePod drops a Pod's record; mu is held.
+func (v *FitView) removePod(key string) {
+	place, ok := v.pods[key]
+	if !ok {
+		return
+	}
+	delete(v.pods, key)
+	if fn := v.nodes[place.node]; fn != nil {
+		delete(fn.bound, key)
+		delete(fn.nominated, key)
+		v.touch(place.node)
+		v.forget(place.node)
+	}
+}
+
+// --- PriorityClasses and Namespaces ---
+
+// fitClassStore applies PriorityClasses.
+type fitClassStore struct{ v *FitView }
+
+func (s fitClassStore) Add(obj any) error    { return s.Update(obj) }
+func (s fitClassStore) Resync() error        { return nil }
+func (s fitClassStore) Update(obj any) error { return s.each([]any{obj}, false, false) }
+func (s fitClassStore) Delete(obj any) error { return s.each([]any{obj}, true, false) }
+func (s fitClassStore) Replace(list []any, _ string) error {
+	return s.each(list, false, true)
+}
+
+func (s fitClassStore) each(objs []any, remove, complete bool) error {
+	classes := make([]schedulingv1.PriorityClass, 0, len(objs))
+	for _, obj := range objs {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		c, ok := obj.(*schedulingv1.PriorityClass)
+		if !ok {
+			return fmt.Errorf("fit view: %T is not a PriorityClass", obj)
+		}
+		// What admission reads of a class, and nothing else.
+		classes = append(classes, schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: c.Name},
+			Value: c.Value, GlobalDefault: c.GlobalDefault, PreemptionPolicy: c.PreemptionPolicy})
+	}
+	s.v.locked(func() {
+		if complete {
+			clear(s.v.classes)
+		}
+		for _, c := range classes {
+			if remove {
+				delete(s.v.classes, c.Name)
+			} else {
+				s.v.classes[c.Name] = c
+			}
+		}
+		s.v.changed = true
+		if complete {
+			s.v.markListed("priorityclasses")
+		}
+	})
+	return nil
+}
+
+// fitNamespaceStore applies Namespaces' labels, which anti-affinity terms'
+// namespace selectors match.
+type fitNamespaceStore struct{ v *FitView }
+
+func (s fitNamespaceStore) Add(obj any) error    { return s.Update(obj) }
+func (s fitNamespaceStore) Resync() error        { return nil }
+func (s fitNamespaceStore) Update(obj any) error { return s.each([]any{obj}, false, false) }
+func (s fitNamespaceStore) Delete(obj any) error { return s.each([]any{obj}, true, false) }
+func (s fitNamespaceStore) Replace(list []any, _ string) error {
+	return s.each(list, false, true)
+}
+
+func (s fitNamespaceStore) each(objs []any, remove, complete bool) error {
+	nss := make([]*corev1.Namespace, 0, len(objs))
+	for _, obj := range objs {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok {
+			return fmt.Errorf("fit view: %T is not a Namespace", obj)
+		}
+		nss = append(nss, ns)
+	}
+	v := s.v
+	v.locked(func() {
+		if complete {
+			clear(v.namespaces)
+			v.changed = true
+		}
+		for _, ns := range nss {
+			switch old, ok := v.namespaces[ns.Name]; {
+			case remove:
+				delete(v.namespaces, ns.Name)
+				v.changed = true
+			case !ok || !maps.Equal(old, ns.Labels):
+				v.namespaces[ns.Name] = ns.Labels
+				v.changed = true
+			}
+		}
+		if complete {
+			v.markListed("namespaces")
+		}
+	})
+	return nil
+}

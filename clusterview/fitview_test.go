@@ -1,0 +1,264 @@
+package clusterview
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fcache "k8s.io/client-go/tools/cache/testing"
+
+	"github.com/dsguard/dsguard/coverage/fit"
+)
+
+func fitTestNode(name, cpu string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourcePods: resource.MustParse("110")}}}
+}
+
+func fitTestPod(name, node, cpu string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, UID: types.UID(name + "-uid"),
+		Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+// fitTestAgent asks for cpu on every node.
+func fitTestAgent(cpu, class string) *appsv1.DaemonSet {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "agent"}}
+	ds.Spec.Template.Spec = corev1.PodSpec{PriorityClassName: class, Containers: []corev1.Container{{Name: "a",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}
+	return ds
+}
+
+type fitSourcesForTest struct {
+	nodes, pods, classes, namespaces *fcache.FakeControllerSource
+}
+
+func startFitView(t *testing.T) (*FitView, fitSourcesForTest) {
+	t.Helper()
+	s := fitSourcesForTest{fcache.NewFakeControllerSource(), fcache.NewFakeControllerSource(),
+		fcache.NewFakeControllerSource(), fcache.NewFakeControllerSource()}
+	t.Cleanup(func() {
+		s.nodes.Shutdown()
+		s.pods.Shutdown()
+		s.classes.Shutdown()
+		s.namespaces.Shutdown()
+	})
+	v := &FitView{Nodes: s.nodes, Pods: s.pods, PriorityClasses: s.classes, Namespaces: s.namespaces, Log: logr.Discard()}
+	return v, s
+}
+
+func run(t *testing.T, v *FitView) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- v.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	})
+	select {
+	case <-v.Built():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fit view was not built within 10s")
+	}
+}
+
+// outcomes predicts the agent on both nodes and returns "node=kind" pairs.
+func outcomes(c *fit.Cluster, ds *appsv1.DaemonSet) string {
+	r := c.PredictDaemonSet(ds, []string{"n1", "n2"})
+	if r.Error != "" {
+		return "error: " + r.Error
+	}
+	s := ""
+	for _, o := range r.Outcomes {
+		s += fmt.Sprintf("%s=%s ", o.Node, o.Kind)
+	}
+	return fmt.Sprintf("%s unknown=%d", s, r.Unknown)
+}
+
+// eventually polls the view's cluster until f holds, within a bound.
+func eventually(t *testing.T, v *FitView, what string, f func(*fit.Cluster) bool) *fit.Cluster {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := v.Cluster()
+		if c != nil && f(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not seen within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFitView_KeepsTheClusterAsTheReflectorsSeeIt: the view is built only
+// once all four sources are listed, its cluster predicts from the Pods'
+// records, follows Pods and Nodes as they change, and shares the last
+// cluster when an update changes nothing of a record.
+func TestFitView_KeepsTheClusterAsTheReflectorsSeeIt(t *testing.T) {
+	v, s := startFitView(t)
+	s.nodes.Add(fitTestNode("n1", "2"))
+	s.nodes.Add(fitTestNode("n2", "2"))
+	s.pods.Add(fitTestPod("big", "n1", "1800m"))
+	s.pods.Add(fitTestPod("small", "n2", "500m"))
+	done := &corev1.Pod{}
+	*done = *fitTestPod("done", "n2", "1500m")
+	done.Status.Phase = corev1.PodSucceeded
+	s.pods.Add(done)
+	s.classes.Add(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "agents"}, Value: 1000})
+	s.namespaces.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "infra"}})
+	if v.Cluster() != nil || v.ReadyCheck(nil) == nil {
+		t.Fatal("a view that has not started has a cluster or is ready")
+	}
+	run(t, v)
+	if err := v.ReadyCheck(nil); err != nil {
+		t.Fatalf("built but not ready: %v", err)
+	}
+	agent := fitTestAgent("500m", "")
+	// The finished Pod holds nothing on n2.
+	c := v.Cluster()
+	if got, want := outcomes(c, agent), "n1=does-not-fit n2=fits  unknown=0"; got != want {
+		t.Fatalf("outcomes = %q, want %q", got, want)
+	}
+	if c.Pods() != 2 {
+		t.Errorf("pods = %d, want 2 (the finished one left out)", c.Pods())
+	}
+	// The agent's class resolves; with priority over the big Pod it
+	// preempts it on n1.
+	if got, want := outcomes(c, fitTestAgent("500m", "agents")), "n1=preempts n2=fits  unknown=0"; got != want {
+		t.Errorf("with priority: outcomes = %q, want %q", got, want)
+	}
+
+	// A status report that changes nothing of the record: the same cluster.
+	status := fitTestPod("small", "n2", "500m")
+	status.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	s.pods.Modify(status)
+	// A change that matters, delivered after it, shows when it is applied:
+	// so the status report has been applied by then too.
+	s.pods.Modify(fitTestPod("small", "n2", "1600m"))
+	c2 := eventually(t, v, "the larger small Pod", func(c *fit.Cluster) bool {
+		return outcomes(c, agent) == "n1=does-not-fit n2=does-not-fit  unknown=0"
+	})
+	if c2 == c {
+		t.Error("a changed request did not make a new cluster")
+	}
+	if again := v.Cluster(); again != c2 {
+		t.Error("with nothing changed, Cluster built a new cluster")
+	}
+	s.pods.Modify(status)
+	eventually(t, v, "the small Pod back to 500m", func(c *fit.Cluster) bool {
+		return outcomes(c, agent) == "n1=does-not-fit n2=fits  unknown=0"
+	})
+	// Applied straight to the stores (the reflectors are idle): the same
+	// record again and a heartbeat change nothing, so the cluster is kept.
+	c3 := v.Cluster()
+	heartbeat := fitTestNode("n2", "2")
+	heartbeat.Annotations = map[string]string{"heartbeat": "1"}
+	if err := (fitPodStore{v}).Update(status); err != nil {
+		t.Fatal(err)
+	}
+	if err := (fitNodeStore{v}).Update(heartbeat); err != nil {
+		t.Fatal(err)
+	}
+	if v.Cluster() != c3 {
+		t.Error("a status report and a heartbeat made a new cluster")
+	}
+	if err := (fitNodeStore{v}).Update(fitTestNode("n2", "3")); err != nil {
+		t.Fatal(err)
+	}
+	if v.Cluster() == c3 {
+		t.Error("a new allocatable kept the old cluster")
+	}
+
+	// The big Pod goes: n1 frees up. n2 grows its allocatable, then goes.
+	s.pods.Delete(fitTestPod("big", "n1", "1800m"))
+	eventually(t, v, "the big Pod deleted", func(c *fit.Cluster) bool {
+		return outcomes(c, agent) == "n1=fits n2=fits  unknown=0"
+	})
+	s.nodes.Delete(fitTestNode("n2", "2"))
+	eventually(t, v, "n2 deleted", func(c *fit.Cluster) bool { return outcomes(c, agent) == "n1=fits  unknown=1" })
+}
+
+// TestFitView_NominatedPodsMoveWhenBound: a Pod nominated for a node counts
+// there as nominated, and once bound (to any node) only there.
+func TestFitView_NominatedPodsMoveWhenBound(t *testing.T) {
+	v, s := startFitView(t)
+	s.nodes.Add(fitTestNode("n1", "2"))
+	s.nodes.Add(fitTestNode("n2", "2"))
+	nominated := fitTestPod("waiting", "", "1")
+	nominated.Status.NominatedNodeName = "n1"
+	s.pods.Add(nominated)
+	run(t, v)
+	nodeOf := func(c *fit.Cluster) string {
+		r := c.PredictDaemonSet(fitTestAgent("1500m", ""), []string{"n1", "n2"})
+		out := ""
+		for _, o := range r.Outcomes {
+			out += o.Node + "=" + string(o.Kind) + " "
+		}
+		return out
+	}
+	// A nominated Pod of priority 0 counts against an agent of priority 0.
+	if got, want := nodeOf(v.Cluster()), "n1=does-not-fit n2=fits "; got != want {
+		t.Fatalf("nominated: %q, want %q", got, want)
+	}
+	s.pods.Modify(fitTestPod("waiting", "n2", "1"))
+	eventually(t, v, "the Pod bound to n2", func(c *fit.Cluster) bool { return nodeOf(c) == "n1=fits n2=does-not-fit " })
+	if got := v.Cluster().Pods(); got != 1 {
+		t.Errorf("pods = %d after the move, want 1", got)
+	}
+}
+
+// TestFitView_RelistDropsWhatIsGone: a relist applies what changed while
+// the watch was down, Pods and Nodes missing from it included.
+func TestFitView_RelistDropsWhatIsGone(t *testing.T) {
+	v, _ := startFitView(t)
+	v.init()
+	nodes, pods := fitNodeStore{v}, fitPodStore{v}
+	if err := nodes.Replace([]any{fitTestNode("n1", "2"), fitTestNode("n2", "2")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Replace([]any{fitTestPod("a", "n1", "1"), fitTestPod("b", "n2", "1")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []interface{ Replace([]any, string) error }{fitClassStore{v}, fitNamespaceStore{v}} {
+		if err := st.Replace(nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := v.Cluster(); c == nil || c.Pods() != 2 {
+		t.Fatalf("after the first lists: %v", c)
+	}
+	// The relist, as the streamed list's store hands it over: transformed.
+	tr := pods.Transformer()
+	rec, err := tr(fitTestPod("b", "n2", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Replace([]any{rec}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.Replace([]any{fitTestNode("n2", "2")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	c := v.Cluster()
+	if got := outcomes(c, fitTestAgent("1500m", "")); got != "n2=does-not-fit  unknown=1" {
+		t.Errorf("after the relist: %q", got)
+	}
+	if c.Pods() != 1 || len(v.nodes) != 1 {
+		t.Errorf("after the relist: %d pods, %d nodes kept, want 1 and 1", c.Pods(), len(v.nodes))
+	}
+}
