@@ -86,10 +86,12 @@ func checkPriorityClass(ds *appsv1.DaemonSet, env *policy.Env, p *PriorityClassP
 	if r.Priority >= floor {
 		return nil
 	}
+	// The figure to reach comes before the why: a warning line is cut
+	// at 256 characters.
 	return []policy.Finding{{
 		Field: podSpecPath.Child("priorityClassName"),
-		Message: below + ": the scheduler preempts only Pods of lower priority, so on a node such Pods fill " +
-			"the agent stays Pending",
+		Message: fmt.Sprintf("%s: it needs %d or more to preempt such Pods (the scheduler preempts only lower "+
+			"priorities), else it stays Pending where they fill a node", below, floor),
 		Remediation: fmt.Sprintf("set priorityClassName to system-node-critical if the node cannot work without this agent, "+
 			"or to a PriorityClass of value %d or more.", floor),
 	}}

@@ -182,7 +182,7 @@ func TestPriorityClass(t *testing.T) {
 			name: "no class, below the database", ds: testobj.DS(), pods: []*corev1.Pod{db, apiserver, otherAgent},
 			want: []wantFinding{{field: "spec.template.spec.priorityClassName",
 				prefix: "no priorityClassName: its Pods get priority 0, not above 1000, the priority of apps/db-0 " +
-					"(the most important Pod no DaemonSet controls): the scheduler preempts only Pods of lower priority"}},
+					"(the most important Pod no DaemonSet controls): it needs 1001 or more to preempt such Pods"}},
 		},
 		{
 			name: "hidden names", ds: testobj.DS(), pods: []*corev1.Pod{db}, hide: true,

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// fitNodes are two nodes of 2 cpu that only the fit scenarios' DaemonSets
+// select (and whose taint keeps every other scenario's DaemonSets off).
+var fitNodes = []framework.Node{
+	{Name: "fit-1", Labels: map[string]string{"pool": "fit"}, Taints: []string{"dedicated=fit:NoSchedule"}},
+	{Name: "fit-2", Labels: map[string]string{"pool": "fit"}, Taints: []string{"dedicated=fit:NoSchedule"}},
+}
+
+// fitAgent is node-exporter on the fit nodes, asking for cpu, with an
+// optional priorityClassName.
+func fitAgent(t *testing.T, name, cpu, class string) string {
+	spec := "      hostNetwork: true\n      nodeSelector:\n        pool: fit\n"
+	if class != "" {
+		spec += "      priorityClassName: " + class + "\n"
+	}
+	return manifest(t, "node-exporter-tolerations.yaml", "\n  name: node-exporter\n", "\n  name: "+name+"\n",
+		"      hostNetwork: true\n", spec,
+		"            - --path.rootfs=/host\n", "            - --path.rootfs=/host\n          resources:\n            requests:\n              cpu: "+cpu+"\n")
+}
+
+// warnings returns the Warning lines of a kubectl run.
+func warnings(r framework.Result) []string {
+	var out []string
+	for _, line := range strings.Split(r.Stderr, "\n") {
+		if w, ok := strings.CutPrefix(line, "Warning: "); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// withPrefix returns the warning that starts with prefix, or "".
+func withPrefix(ws []string, prefix string) string {
+	for _, w := range ws {
+		if strings.HasPrefix(w, prefix) {
+			return w
+		}
+	}
+	return ""
+}
+
+// TestFit_AdmissionSaysWhereTheAgentLands: dsguard serve keeps the nodes'
+// allocatable and the Pods bound to them (its fit view) and judges
+// resource-fit and priority-class when kubectl applies a DaemonSet: a Pod
+// that fits on no node it covers is refused, one that stays Pending on some
+// is admitted with a warning naming them and why, a priority not above the
+// workloads' is warned about, and a PriorityClass above them lets the agent
+// preempt, so it lands everywhere and nothing is said.
+func TestFit_AdmissionSaysWhereTheAgentLands(t *testing.T) {
+	createNodes(t, fitNodes...)
+	for _, n := range fitNodes {
+		r := kubectl(t, `{"status":{"capacity":{"cpu":"2","memory":"4Gi","pods":"110"},"allocatable":{"cpu":"2","memory":"4Gi","pods":"110"}}}`,
+			"patch", "node", n.Name, "--subresource=status", "--type=merge", "--patch-file=/dev/stdin")
+		if r.ExitCode != 0 {
+			t.Fatalf("setting %s's allocatable: %s", n.Name, r.Stderr)
+		}
+	}
+	cluster.DeleteOnCleanup(t, "priorityclass", "fit-workload", "fit-agents")
+	classes := "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: fit-workload}\nvalue: 1000\n---\n" +
+		"apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: fit-agents}\nvalue: 2000\n"
+	if r := kubectl(t, classes, "create", "-f", "-"); r.ExitCode != 0 {
+		t.Fatalf("creating the PriorityClasses: %s", r.Stderr)
+	}
+	// A workload Pod bound to fit-1 (no scheduler runs here: it is bound
+	// by its nodeName, as the scheduler would bind it) holding 1800m of
+	// its 2 cpu.
+	cluster.DeleteOnCleanup(t, "pod", "-n", "monitoring", "fit-filler", "--grace-period=0", "--force")
+	filler := "apiVersion: v1\nkind: Pod\nmetadata: {name: fit-filler, namespace: monitoring}\nspec:\n" +
+		"  nodeName: fit-1\n  priorityClassName: fit-workload\n  tolerations: [{operator: Exists}]\n" +
+		"  containers: [{name: app, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 1800m}}}]\n"
+	if r := kubectl(t, filler, "create", "-f", "-"); r.ExitCode != 0 {
+		t.Fatalf("creating the filler Pod: %s", r.Stderr)
+	}
+
+	// dsguard's view follows the cluster by watches: a dry run tells when
+	// it has seen the filler (the warning names fit-1).
+	small := fitAgent(t, "fit-agent", "500m", "")
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "fit-agent", "fit-agent-big", "fit-agent-priority")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := kubectl(t, small, "apply", "--dry-run=server", "-f", "-")
+		if strings.Contains(withPrefix(warnings(r), "resource-fit: "), "fit-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dsguard's fit view did not see the filler Pod within 20s; dsguard log:\n%s",
+				framework.LastLines(cluster.DsguardLog(), 40))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Pending on fit-1, where 200m is free: admitted, with both warnings.
+	r := kubectl(t, small, "apply", "-f", "-")
+	if r.ExitCode != 0 || !strings.Contains(r.Stdout, "daemonset.apps/fit-agent created") {
+		t.Fatalf("the agent that fits on fit-2 was not created: %s", r.Stderr)
+	}
+	ws := warnings(r)
+	fitWarn := withPrefix(ws, "resource-fit: stays Pending on 1 of 2 nodes it covers: does not fit on 1 node (fit-1): ")
+	prioWarn := withPrefix(ws, "priority-class: no priorityClassName: its Pods get priority 0, not above 1000, "+
+		"the priority of monitoring/fit-filler (the most important Pod no DaemonSet controls)")
+	if fitWarn == "" || prioWarn == "" || len(ws) != 2 {
+		t.Fatalf("warnings = %q, want a resource-fit warning naming fit-1 and a priority-class warning naming the filler", ws)
+	}
+	for _, want := range []string{"cpu", "500m", "200m"} {
+		if !strings.Contains(fitWarn, want) {
+			t.Errorf("the resource-fit warning lacks %q: %s", want, fitWarn)
+		}
+	}
+	// A warning line is cut at 256 characters: the figure to reach must
+	// come before the cut.
+	if !strings.Contains(prioWarn, "it needs 1001 or more to preempt such Pods") {
+		t.Errorf("the priority-class warning does not say what priority the agent needs: %s", prioWarn)
+	}
+
+	// 3 cpu fits on neither node, whatever it preempts: refused.
+	r = kubectl(t, fitAgent(t, "fit-agent-big", "3", "fit-agents"), "apply", "-f", "-")
+	wantDenied(t, r, dsWebhook, "DaemonSet monitoring/fit-agent-big breaks 1 dsguard coverage rule",
+		"[resource-fit] spec.template.spec: lands on none of the 2 nodes it covers: never fits on 2 nodes (fit-1, fit-2): ")
+	if !strings.Contains(r.Stderr, "cpu") {
+		t.Errorf("the refusal does not say which resource: %s", r.Stderr)
+	}
+
+	// Above the workloads' priority the agent preempts the filler on
+	// fit-1: it lands on both nodes, and neither rule has anything to say.
+	r = kubectl(t, fitAgent(t, "fit-agent-priority", "500m", "fit-agents"), "apply", "-f", "-")
+	wantAllowed(t, r, "daemonset.apps/fit-agent-priority created")
+
+	// The filler gone, the first agent fits everywhere: an update (a
+	// larger request, its own old Pods counted as gone) says nothing.
+	if r := kubectl(t, "", "delete", "pod", "-n", "monitoring", "fit-filler", "--grace-period=0", "--force"); r.ExitCode != 0 {
+		t.Fatalf("deleting the filler: %s", r.Stderr)
+	}
+	bigger := fitAgent(t, "fit-agent", "1", "")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		r := kubectl(t, bigger, "apply", "--dry-run=server", "-f", "-")
+		if r.ExitCode == 0 && len(warnings(r)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the filler went, the update still warns or fails: %s", r.Stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
