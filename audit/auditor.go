@@ -42,9 +42,9 @@ import (
 type Auditor struct {
 	Cache cache.Cache
 	// Pods lists the Pods of one DaemonSet on demand (an uncached reader):
-	// a cluster-wide Pod informer would be huge at 5,000 nodes.
-	Pods     client.Reader
-	Nodes    *clusterview.NodeView
+	// the fit view keeps records of Pods, not Pods.
+	Pods  client.Reader
+	Nodes *clusterview.NodeView
 	// Fit, when set, returns what kube-scheduler weighs on the nodes, or
 	// nil until it is known: resource-fit and priority-class judge by it.
 	Fit      func() *fit.Cluster
