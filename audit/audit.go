@@ -31,6 +31,10 @@ type Input struct {
 	// Fit is what the scheduler weighs on the nodes (the cluster's Pods and
 	// PriorityClasses); nil leaves resource-fit and priority-class out.
 	Fit *fit.Cluster
+	// Others returns the DaemonSets the audited ones are compared with
+	// (host-port-conflict, anti-affinity-conflict); nil compares them with
+	// each other.
+	Others func() []*appsv1.DaemonSet
 }
 
 // GapClock remembers when each DaemonSet's current gap (ready < desired) was
@@ -108,9 +112,13 @@ func (e *Entry) HasGap() bool {
 // live nodes, and the policy's findings on the live object.
 func Run(in Input) []Entry {
 	out := make([]Entry, 0, len(in.DaemonSets))
+	others := in.Others
+	if others == nil {
+		others = func() []*appsv1.DaemonSet { return in.DaemonSets }
+	}
 	for _, ds := range in.DaemonSets {
 		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
-		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes, Fit: in.Fit}
+		env := policy.Env{Policy: in.Policy, Now: in.Now, Nodes: in.Nodes, Fit: in.Fit, DaemonSets: others}
 		e := Entry{
 			DaemonSet: ds,
 			Status:    AssessStatus(ds, in.GapSince[key], in.Now, in.Window),

@@ -345,7 +345,8 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		cluster = a.Fit()
 	}
 	entries := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: snap, Policy: active.Policy,
-		Now: now, GapSince: a.gapClock, Window: a.Window, Fit: cluster})
+		Now: now, GapSince: a.gapClock, Window: a.Window, Fit: cluster,
+		Others: func() []*appsv1.DaemonSet { return a.others(ctx) }})
 	quiet := a.quiet[key]
 	delete(a.quiet, key)
 	a.observe(ctx, &entries[0], snap, quiet)
@@ -550,4 +551,14 @@ func notify(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// others lists the DaemonSets an audited one is compared with; nil when the
+// cache cannot list them.
+func (a *Auditor) others(ctx context.Context) []*appsv1.DaemonSet {
+	dss, err := a.daemonSets(ctx)
+	if err != nil {
+		a.Log.Error(err, "listing DaemonSets to compare with")
+	}
+	return dss
 }

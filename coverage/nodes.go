@@ -364,3 +364,17 @@ func (s *NodeSnapshot) HasTaint(key, value string, effect corev1.TaintEffect) bo
 	}
 	return false
 }
+
+// LabelValues returns, by node name, the value of label key on each node of
+// the snapshot that has it (a topology domain, such as a zone). It builds
+// every node once: a caller asks only when a domain other than the node
+// itself matters.
+func (s *NodeSnapshot) LabelValues(key string) map[string]string {
+	out := map[string]string{}
+	for _, n := range s.nodes() {
+		if v, ok := n.Labels[key]; ok {
+			out[n.Name] = v
+		}
+	}
+	return out
+}

@@ -29,8 +29,13 @@ func (reg *Registry) WriteCatalogueMarkdown(w io.Writer) error {
 			b.WriteString(" Judges changes to Nodes (the webhook's Node entry, `dsguard taint` and `dsguard label`), " +
 				"DaemonSet by DaemonSet; scope and exemptions pick the DaemonSets.")
 		case r.NeedsFit:
-			b.WriteString(" Needs the nodes' allocatable and the Pods bound to them (`check --nodes` with a " +
-				"`kubectl get nodes,pods,priorityclasses,namespaces -A -o yaml` dump); not yet at admission or in the audit.")
+			b.WriteString(" Needs the nodes' allocatable and the Pods bound to them: the webhook's and the auditor's fit " +
+				"view (`fit.enabled`), `dsguard audit`, or `check --nodes` with a " +
+				"`kubectl get nodes,pods,priorityclasses,namespaces -A -o yaml` dump.")
+		case r.NeedsDaemonSets:
+			b.WriteString(" Needs the node set and the cluster's other DaemonSets (webhook, audit, `check --nodes` with a " +
+				"`kubectl get nodes,pods,priorityclasses,namespaces,daemonsets -A -o yaml` dump, or `--previous`); the Pods " +
+				"bound to the nodes count where they are known.")
 		case r.NeedsNodes:
 			b.WriteString(" Needs the node set (webhook, audit, `check --nodes`).")
 		}

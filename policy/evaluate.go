@@ -43,6 +43,12 @@ type Env struct {
 	// returns nil when not known. Only a rule that needs it calls it, so
 	// that no request lists Pods for a rule that is off or out of scope.
 	ReadyTimes func() *coverage.ReadyTimes
+	// DaemonSets, when set, returns the other DaemonSets the judged one
+	// shares the cluster with (the live ones at admission and in the audit,
+	// the other manifests in dsguard check): host-port-conflict and
+	// anti-affinity-conflict compare it with them. Called only by a rule
+	// that needs it; the objects are only read.
+	DaemonSets func() []*appsv1.DaemonSet
 	// HideNodeNames makes messages count nodes instead of naming them, for
 	// callers that have not authenticated.
 	HideNodeNames bool
@@ -191,6 +197,7 @@ func Evaluate(ds *appsv1.DaemonSet, env Env) []Finding {
 // needs, and ds is in its scope.
 func (rs *ruleSettings) applies(ds *appsv1.DaemonSet, namespace string, env *Env) bool {
 	return rs.action != ActionOff && rs.rule.OnNodeChange == (env.NodeChange != nil) && (!rs.rule.NeedsNodes || env.Nodes != nil) && (!rs.rule.NeedsFit || env.Fit != nil) &&
+		(!rs.rule.NeedsDaemonSets || env.DaemonSets != nil) &&
 		rs.scope.matches(namespace, ds.Labels)
 }
 

@@ -30,6 +30,9 @@ type Rule struct {
 	// NeedsFit marks rules that also need what the scheduler weighs
 	// (Env.Fit): they run where the cluster's Pods are known.
 	NeedsFit bool
+	// NeedsDaemonSets marks rules that compare the DaemonSet with the
+	// cluster's other DaemonSets (Env.DaemonSets).
+	NeedsDaemonSets bool
 	// OnNodeChange marks rules that judge a change to a Node for each
 	// DaemonSet (Env.NodeChange) instead of a DaemonSet itself: they run
 	// only in the webhook's Node entry and in `dsguard taint` and `label`.

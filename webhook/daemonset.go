@@ -73,6 +73,11 @@ type DaemonSetHandler struct {
 	// it is known: resource-fit and priority-class judge by it. It is not
 	// used while the node view is stale.
 	Fit func() *fit.Cluster
+	// DaemonSets, when set, lists the cluster's DaemonSets (from a cache:
+	// they are only read), which host-port-conflict and
+	// anti-affinity-conflict compare the reviewed one with. Called only
+	// when such a rule runs.
+	DaemonSets func(ctx context.Context) ([]*appsv1.DaemonSet, error)
 	// ClientAuth is true when callers can authenticate with a client
 	// certificate. Then requests without one are answered but left out of
 	// the metrics alerts read (decisions, findings, bypasses), so a Pod
@@ -255,6 +260,15 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 		Requester: &requester, PreviousAnnotations: previous, Previous: old,
 		HideNodeNames: !Authenticated(ctx),
 		ReadyTimes:    func() *coverage.ReadyTimes { return h.readyTimes(ctx, old, ds) },
+	}
+	if h.DaemonSets != nil {
+		env.DaemonSets = func() []*appsv1.DaemonSet {
+			dss, err := h.DaemonSets(ctx)
+			if err != nil {
+				log.Error(err, "listing DaemonSets to compare with")
+			}
+			return dss
+		}
 	}
 	// A large placement waits for the heavy lane, so that a flood of them
 	// (dry-runs cost the same) queues behind itself, not in front of

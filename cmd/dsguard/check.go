@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,6 +135,13 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.Nodes = nodes.nodes
 		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.nodes)
 		in.Env.Fit = nodes.fit
+		// The agents in the cluster: the dump's DaemonSets, then those of
+		// --previous (the first of a name counts).
+		others := nodes.daemonSets
+		for _, key := range slices.Sorted(maps.Keys(in.Previous)) {
+			others = append(others, in.Previous[key])
+		}
+		in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
 		in.FitNote = nodes.fitNote
 	}
 	w := format(cmd.OutOrStdout(), failOn)
@@ -242,6 +251,8 @@ type nodeInput struct {
 	nodes   []*corev1.Node
 	fit     *fit.Cluster
 	fitNote string
+	// daemonSets are the dump's DaemonSets (kubectl get ...,daemonsets).
+	daemonSets []*appsv1.DaemonSet
 }
 
 // readNodes reads a node set file: dsguard nodes' output, kubectl get nodes
@@ -267,6 +278,7 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 		},
 		OnPriorityClass: b.AddPriorityClass,
 		OnNamespace:     b.AddNamespace,
+		OnDaemonSet:     func(d manifest.DaemonSet) { in.daemonSets = append(in.daemonSets, d.DaemonSet) },
 	}
 	if err := rd.Load([]string{file}); err != nil {
 		return nil, err

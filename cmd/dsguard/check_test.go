@@ -320,3 +320,43 @@ func TestCheck_CoverageMapChange(t *testing.T) {
 		t.Errorf("--previous-nodes with -o html: exit %d, err %v; want 2", code, err)
 	}
 }
+
+// TestCheck_ConflictsWithTheDumpsDaemonSets: a cluster dump that holds
+// DaemonSets (kubectl get nodes,pods,...,daemonsets -A -o yaml) is what
+// host-port-conflict and anti-affinity-conflict compare the manifests
+// with; the dump's own copy of a manifest's DaemonSet is not a rival.
+func TestCheck_ConflictsWithTheDumpsDaemonSets(t *testing.T) {
+	const fixtures = "../../policy/rules/testdata/rules/"
+	out, _, code := runCLI(t, "", "check", fixtures+"host-port-conflict/denied/same-port.yaml",
+		fixtures+"anti-affinity-conflict/denied/exclusive.yaml", "--nodes", fixtures+"host-port-conflict/nodes.yaml", "-o", "wide")
+	if code != 1 {
+		t.Fatalf("exit code = %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{
+		"DENY  host-port-conflict  spec.template.spec",
+		"stays Pending on every node it covers (3): DaemonSet monitoring/node-exporter holds host port 9100/TCP on 3 nodes (worker-1, worker-2, worker-3)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q\n%s", want, out)
+		}
+	}
+	// That dump has no net-agent: no anti-affinity conflict.
+	if strings.Contains(out, "  anti-affinity-conflict  ") {
+		t.Errorf("an anti-affinity conflict without the other DaemonSet in the dump:\n%s", out)
+	}
+	// Checked against a dump without DaemonSets, the same port is free.
+	dump, err := os.ReadFile(fixtures + "host-port-conflict/nodes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(dump, []byte("  - apiVersion: apps/v1\n    kind: DaemonSet"))
+	j := bytes.Index(dump, []byte("  - apiVersion: v1\n    kind: Pod"))
+	if i < 0 || j < i {
+		t.Fatal("the fixture's dump changed shape")
+	}
+	without := writeFile(t, t.TempDir(), "cluster.yaml", string(dump[:i])+string(dump[j:]))
+	out, _, _ = runCLI(t, "", "check", fixtures+"host-port-conflict/denied/same-port.yaml", "--nodes", without)
+	if strings.Contains(out, "  host-port-conflict  ") {
+		t.Errorf("a conflict without the other DaemonSet in the dump:\n%s", out)
+	}
+}

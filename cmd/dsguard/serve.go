@@ -445,6 +445,19 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	if fitView != nil {
 		dsHandler.Fit = fitView.Cluster
 	}
+	// The informer the Node change handler registers (below) serves the
+	// comparisons between agents; UnsafeDisableDeepCopy: only read.
+	dsHandler.DaemonSets = func(ctx context.Context) ([]*appsv1.DaemonSet, error) {
+		var list appsv1.DaemonSetList
+		if err := mgr.GetCache().List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		out := make([]*appsv1.DaemonSet, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out, nil
+	}
 	dsHandler.FailOpenNamespaces = o.failOpen
 	dsHandler.ClientAuth = o.clientCAFile != ""
 	dsHandler.PodSample = func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error) {

@@ -103,7 +103,7 @@ func NewCandidate(namespace string, nsLabels map[string]string, tmpl *corev1.Pod
 		Priority:        value,
 		PreemptNever:    never,
 		Requests:        PodRequests(pod),
-		Ports:           hostPorts(&tmpl.Spec),
+		Ports:           HostPorts(&tmpl.Spec),
 		AntiAffinity:    resolveNamespaces(terms, namespaces),
 	}, nil
 }

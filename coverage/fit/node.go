@@ -25,18 +25,24 @@ type HostPort struct {
 
 func (p HostPort) String() string { return fmt.Sprintf("%s/%d on %s", p.Protocol, p.Port, p.HostIP) }
 
-// hostPorts returns the host ports a Pod holds, as the scheduler's
-// GetHostPorts: those of restartable init containers (sidecars, which run
-// for the Pod's life) and of the containers; plain init containers' ports
-// are not held.
-func hostPorts(spec *corev1.PodSpec) []HostPort {
+// HostPorts returns the host ports a Pod made from spec holds, as the
+// scheduler's GetHostPorts: those of restartable init containers (sidecars,
+// which run for the Pod's life) and of the containers; plain init
+// containers' ports are not held. Under hostNetwork a container port
+// without a hostPort holds its own number: the API server defaults the
+// hostPort of a Pod (not of a template) so when it is created.
+func HostPorts(spec *corev1.PodSpec) []HostPort {
 	var out []HostPort
 	add := func(ports []corev1.ContainerPort) {
 		for _, p := range ports {
-			if p.HostPort <= 0 {
+			port := p.HostPort
+			if port == 0 && spec.HostNetwork {
+				port = p.ContainerPort
+			}
+			if port <= 0 {
 				continue
 			}
-			hp := HostPort{HostIP: p.HostIP, Protocol: p.Protocol, Port: p.HostPort}
+			hp := HostPort{HostIP: p.HostIP, Protocol: p.Protocol, Port: port}
 			if hp.HostIP == "" {
 				hp.HostIP = DefaultBindAllHostIP
 			}
@@ -106,7 +112,7 @@ func PodOf(pod *corev1.Pod) (Pod, error) {
 		Namespace:    pod.Namespace,
 		Priority:     schedulingcorev1.PodPriority(pod),
 		Requests:     PodRequests(pod),
-		Ports:        hostPorts(&pod.Spec),
+		Ports:        HostPorts(&pod.Spec),
 		Labels:       pod.Labels,
 		AntiAffinity: terms,
 	}

@@ -344,3 +344,30 @@ func TestAggregate(t *testing.T) {
 		t.Error("a Pod with an invalid selector aggregated without error")
 	}
 }
+
+// TestHostPorts: the ports a Pod holds, hostNetwork's defaulting included
+// (a container port is its own host port), plain init containers' left out.
+func TestHostPorts(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	tcp := func(port int32) corev1.ContainerPort { return corev1.ContainerPort{ContainerPort: port} }
+	cases := []struct {
+		name string
+		spec corev1.PodSpec
+		want []HostPort
+	}{
+		{"container port only: none", corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{tcp(9100)}}}}, nil},
+		{"hostNetwork: the container port", corev1.PodSpec{HostNetwork: true,
+			Containers: []corev1.Container{{Ports: []corev1.ContainerPort{tcp(9100), {ContainerPort: 53, Protocol: corev1.ProtocolUDP}}}}},
+			[]HostPort{{"0.0.0.0", corev1.ProtocolTCP, 9100}, {"0.0.0.0", corev1.ProtocolUDP, 53}}},
+		{"explicit hostPort and hostIP", corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{
+			{ContainerPort: 80, HostPort: 8080, HostIP: "10.0.0.1"}}}}}, []HostPort{{"10.0.0.1", corev1.ProtocolTCP, 8080}}},
+		{"init containers: sidecars only", corev1.PodSpec{HostNetwork: true, InitContainers: []corev1.Container{
+			{Ports: []corev1.ContainerPort{tcp(1)}}, {RestartPolicy: &always, Ports: []corev1.ContainerPort{tcp(2)}}}},
+			[]HostPort{{"0.0.0.0", corev1.ProtocolTCP, 2}}},
+	}
+	for _, c := range cases {
+		if got := HostPorts(&c.spec); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

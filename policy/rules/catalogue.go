@@ -19,6 +19,8 @@ var builtin = mustRegistry(
 	nodeCoverageRule,
 	resourceFitRule,
 	priorityClassRule,
+	hostPortConflictRule,
+	antiAffinityConflictRule,
 	placementSizeRule,
 	invalidAnnotationRule,
 )

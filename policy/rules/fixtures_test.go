@@ -86,8 +86,12 @@ func TestRuleFixtures(t *testing.T) {
 			env.Nodes = readFixtureNodes(t, r)
 			env.Previous = readFixturePrevious(t, r)
 			change := readFixtureNodeChange(t, r)
-			if r.NeedsFit {
+			others := readFixtureDaemonSets(t, r)
+			if r.NeedsFit || others.pods {
 				env.Fit = readFixtureCluster(t, r)
+			}
+			if others.daemonSets != nil {
+				env.DaemonSets = func() []*appsv1.DaemonSet { return others.daemonSets }
 			}
 			expect := readExpectations(t, r)
 			for _, verdict := range []string{"allowed", "denied"} {
@@ -271,11 +275,59 @@ func readFixtureCluster(t *testing.T, r *policy.Rule) *fit.Cluster {
 			var c schedulingv1.PriorityClass
 			mustDecode(t, item, &c)
 			b.AddPriorityClass(&c)
+		case "Namespace":
+			var ns corev1.Namespace
+			mustDecode(t, item, &ns)
+			b.AddNamespace(&ns)
+		case "DaemonSet": // the others, see readFixtureDaemonSets
 		default:
 			t.Fatalf("%s/nodes.yaml: unexpected kind %q", r.ID, kind)
 		}
 	}
 	return b.Build()
+}
+
+// fixtureOthers is what a rule's nodes.yaml holds besides nodes: the other
+// DaemonSets of the cluster (nil when it names none) and whether it holds
+// Pods.
+type fixtureOthers struct {
+	daemonSets []*appsv1.DaemonSet
+	pods       bool
+}
+
+// readFixtureDaemonSets reads the DaemonSets of the rule's nodes.yaml,
+// which stand for the cluster's other DaemonSets (in the fixtures'
+// namespace unless they name one).
+func readFixtureDaemonSets(t *testing.T, r *policy.Rule) fixtureOthers {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(fixturesDir, r.ID, "nodes.yaml"))
+	if os.IsNotExist(err) {
+		return fixtureOthers{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := yaml.Unmarshal(data, &list); err != nil {
+		t.Fatalf("%s/nodes.yaml: %v", r.ID, err)
+	}
+	var out fixtureOthers
+	for _, item := range list.Items {
+		switch kindOf(t, item) {
+		case "Pod":
+			out.pods = true
+		case "DaemonSet":
+			var ds appsv1.DaemonSet
+			mustDecode(t, item, &ds)
+			if ds.Namespace == "" {
+				ds.Namespace = fixtureNamespace
+			}
+			out.daemonSets = append(out.daemonSets, &ds)
+		}
+	}
+	return out
 }
 
 func kindOf(t *testing.T, item []byte) string {

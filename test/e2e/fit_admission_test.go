@@ -16,14 +16,16 @@ var fitNodes = []framework.Node{
 }
 
 // fitAgent is node-exporter on the fit nodes, asking for cpu, with an
-// optional priorityClassName.
+// optional priorityClassName; each name binds a port of its own, so that
+// host-port-conflict has nothing to say.
 func fitAgent(t *testing.T, name, cpu, class string) string {
+	port := map[string]string{"fit-agent": "9101", "fit-agent-big": "9102", "fit-agent-priority": "9103"}[name]
 	spec := "      hostNetwork: true\n      nodeSelector:\n        pool: fit\n"
 	if class != "" {
 		spec += "      priorityClassName: " + class + "\n"
 	}
 	return manifest(t, "node-exporter-tolerations.yaml", "\n  name: node-exporter\n", "\n  name: "+name+"\n",
-		"      hostNetwork: true\n", spec,
+		"      hostNetwork: true\n", spec, "9100", port,
 		"            - --path.rootfs=/host\n", "            - --path.rootfs=/host\n          resources:\n            requests:\n              cpu: "+cpu+"\n")
 }
 
@@ -150,4 +152,91 @@ func TestFit_AdmissionSaysWhereTheAgentLands(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// conflictAgent is node-exporter (hostNetwork, port 9100) under a new name,
+// on the nodes nodeSelector picks.
+func conflictAgent(t *testing.T, name, nodeSelector string) string {
+	return manifest(t, "node-exporter-tolerations.yaml", "\n  name: node-exporter\n", "\n  name: "+name+"\n",
+		"      hostNetwork: true\n", "      hostNetwork: true\n      nodeSelector:\n        "+nodeSelector+"\n")
+}
+
+// loner avoids node-exporter's Pods (any of the above) on its node, binds
+// no host port, and runs on the conflict nodes.
+const loner = `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: loner, namespace: monitoring}
+spec:
+  selector:
+    matchLabels: {app: loner}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+  template:
+    metadata:
+      labels: {app: loner}
+    spec:
+      nodeSelector: {pool: conflict}
+      tolerations: [{operator: Exists}]
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - topologyKey: kubernetes.io/hostname
+              namespaces: [monitoring]
+              labelSelector:
+                matchLabels: {app.kubernetes.io/name: node-exporter}
+      containers:
+        - name: loner
+          image: registry.k8s.io/pause:3.10
+          readinessProbe:
+            exec: {command: [/pause]}
+`
+
+// TestAgentConflicts_AtAdmission: with one agent holding host port 9100 on
+// conflict-1, a second agent that wants the port there is refused when
+// that is every node it covers and warned about when it covers conflict-2
+// too; an agent whose required anti-affinity selects the first is warned
+// about the same node.
+func TestAgentConflicts_AtAdmission(t *testing.T) {
+	createNodes(t,
+		framework.Node{Name: "conflict-1", Labels: map[string]string{"pool": "conflict"}, Taints: []string{"dedicated=conflict:NoSchedule"}},
+		framework.Node{Name: "conflict-2", Labels: map[string]string{"pool": "conflict"}, Taints: []string{"dedicated=conflict:NoSchedule"}})
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "port-holder", "port-rival", "port-rival-pinned", "loner")
+	holder := conflictAgent(t, "port-holder", "kubernetes.io/hostname: conflict-1")
+	wantAllowed(t, kubectl(t, holder, "apply", "-f", "-"), "daemonset.apps/port-holder created")
+
+	// dsguard's DaemonSet cache follows by a watch: a dry run tells when it
+	// has seen the holder.
+	rival := conflictAgent(t, "port-rival", "pool: conflict")
+	var r framework.Result
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r = kubectl(t, rival, "apply", "--dry-run=server", "-f", "-")
+		if withPrefix(warnings(r), "host-port-conflict: ") != "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	r = kubectl(t, rival, "apply", "-f", "-")
+	wantAllowed(t, r, "daemonset.apps/port-rival created",
+		"host-port-conflict: stays Pending on 1 of 2 nodes it covers: DaemonSet monitoring/port-holder holds host port 9100/TCP on 1 node (conflict-1)")
+
+	r = kubectl(t, conflictAgent(t, "port-rival-pinned", "kubernetes.io/hostname: conflict-1"), "apply", "-f", "-")
+	wantDenied(t, r, dsWebhook, "DaemonSet monitoring/port-rival-pinned breaks 1 dsguard coverage rule",
+		"[host-port-conflict] spec.template.spec: stays Pending on every node it covers (1): DaemonSet monitoring/port-holder holds host port 9100/TCP on 1 node (conflict-1); DaemonSet monitoring/port-rival holds host port 9100/TCP on 1 node (conflict-1)")
+
+	// The rival is on conflict-2 as well: the loner meets node-exporter's
+	// Pods on both nodes.
+	r = kubectl(t, loner, "apply", "-f", "-")
+	wantDenied(t, r, dsWebhook, "DaemonSet monitoring/loner breaks 1 dsguard coverage rule",
+		"[anti-affinity-conflict] spec.template.spec.affinity.podAntiAffinity: stays Pending on every node it covers (2): ",
+		"DaemonSet monitoring/port-holder repels it by anti-affinity (topologyKey kubernetes.io/hostname) on 1 node (conflict-1)",
+		"DaemonSet monitoring/port-rival repels it by anti-affinity (topologyKey kubernetes.io/hostname) on 2 nodes (conflict-1, conflict-2)")
+	if r := kubectl(t, "", "delete", "daemonset", "-n", "monitoring", "port-rival"); r.ExitCode != 0 {
+		t.Fatalf("deleting the rival: %s", r.Stderr)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r = kubectl(t, loner, "apply", "--dry-run=server", "-f", "-")
+		if r.ExitCode == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	wantAllowed(t, kubectl(t, loner, "apply", "-f", "-"), "daemonset.apps/loner created",
+		"anti-affinity-conflict: stays Pending on 1 of 2 nodes it covers: DaemonSet monitoring/port-holder repels it by anti-affinity (topologyKey kubernetes.io/hostname) on 1 node (conflict-1)")
 }

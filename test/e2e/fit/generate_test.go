@@ -175,11 +175,19 @@ func generate(r *rand.Rand, run string, i int) *scenario {
 		c.Resources.Requests[dongle] = one
 		c.Resources.Limits = corev1.ResourceList{dongle: one}
 	}
+	hostNetwork := false
 	if r.IntN(3) == 0 {
-		c.Ports = []corev1.ContainerPort{randomPort(r)}
+		p := randomPort(r)
+		if r.IntN(3) == 0 {
+			// Under hostNetwork the container port is the host port: the
+			// API server defaults the Pod's hostPort (not the template's).
+			hostNetwork, p.ContainerPort, p.HostPort = true, p.HostPort, 0
+		}
+		c.Ports = []corev1.ContainerPort{p}
 	}
 	spec := corev1.PodSpec{
 		Containers:        []corev1.Container{c},
+		HostNetwork:       hostNetwork,
 		PriorityClassName: pick(r, "", "fit-100", "fit-300", "fit-500", "fit-500", "fit-500", "fit-500-never"),
 	}
 	switch r.IntN(6) {

@@ -1,0 +1,75 @@
+package fit
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Node returns the named node, or nil when the cluster does not have it.
+func (c *Cluster) Node(name string) *Node { return c.nodes[name] }
+
+// Nodes returns the cluster's nodes, sorted by name; they are only read.
+func (c *Cluster) Nodes() []*Node { return c.list }
+
+// NamespaceLabels returns a namespace's labels as the cluster knows them.
+func (c *Cluster) NamespaceLabels(namespace string) map[string]string { return c.namespaces[namespace] }
+
+// SharedPorts returns the ports of want that collide with a port of used,
+// by NodePorts' rule (the same protocol and port, the same host IP or
+// 0.0.0.0 on either side).
+func SharedPorts(want, used []HostPort) []HostPort {
+	var out []HostPort
+	for _, w := range want {
+		if conflicts(w, used) && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Side is one Pod as anti-affinity weighs it: where it lives, its labels
+// and its required anti-affinity terms (NewTerms).
+type Side struct {
+	Namespace string
+	// NamespaceLabels are its namespace's labels, which the other side's
+	// namespace selectors match.
+	NamespaceLabels map[string]string
+	Labels          map[string]string
+	Terms           []Term
+}
+
+// Repels returns the topology keys under which a and b may not share a
+// domain, by the scheduler's InterPodAffinity rule for required terms,
+// which works both ways: a term of a that selects b, or a term of b that
+// selects a.
+func Repels(a, b *Side) []string {
+	var keys []string
+	add := func(from, to *Side) {
+		for i := range from.Terms {
+			t := &from.Terms[i]
+			if t.matches(to.Namespace, to.Labels, labels.Set(to.NamespaceLabels)) && !slices.Contains(keys, t.TopologyKey) {
+				keys = append(keys, t.TopologyKey)
+			}
+		}
+	}
+	add(a, b)
+	add(b, a)
+	slices.Sort(keys)
+	return keys
+}
+
+// SideOf is the Side of a Pod made from a template in namespace.
+func SideOf(namespace string, nsLabels map[string]string, tmpl *corev1.PodTemplateSpec) (*Side, error) {
+	terms, err := NewTerms(namespace, RequiredAntiAffinity(&tmpl.Spec))
+	if err != nil {
+		return nil, err
+	}
+	return &Side{Namespace: namespace, NamespaceLabels: nsLabels, Labels: tmpl.Labels, Terms: terms}, nil
+}
+
+// SideOfPod is the Side of a Pod's record on a node.
+func SideOfPod(p *Pod, nsLabels map[string]string) *Side {
+	return &Side{Namespace: p.Namespace, NamespaceLabels: nsLabels, Labels: p.Labels, Terms: p.AntiAffinity}
+}
