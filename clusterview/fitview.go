@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,6 +125,33 @@ func listWatch(client kubernetes.Interface, list func(context.Context, metav1.Li
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every
 // replica answers admission requests, so every replica keeps the view.
 func (v *FitView) NeedLeaderElection() bool { return false }
+
+// Collectors are the view's gauges: the Pod records and the nodes it holds.
+func (v *FitView) Collectors() []prometheus.Collector {
+	count := func(f func() int) func() float64 {
+		return func() float64 {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			return float64(f())
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsguard_fit_pods",
+			Help: "Pods bound to or nominated for a node that the fit view holds a record of."},
+			count(func() int { return len(v.pods) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dsguard_fit_nodes",
+			Help: "Nodes the fit view knows the allocatable of."},
+			count(func() int {
+				n := 0
+				for _, fn := range v.nodes {
+					if fn.base != nil {
+						n++
+					}
+				}
+				return n
+			})),
+	}
+}
 
 // Built returns a channel closed once every source has been listed.
 func (v *FitView) Built() <-chan struct{} { return v.builtChan() }

@@ -3,10 +3,13 @@ package clusterview
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -260,5 +263,36 @@ func TestFitView_RelistDropsWhatIsGone(t *testing.T) {
 	}
 	if c.Pods() != 1 || len(v.nodes) != 1 {
 		t.Errorf("after the relist: %d pods, %d nodes kept, want 1 and 1", c.Pods(), len(v.nodes))
+	}
+}
+
+// TestFitView_Gauges: the gauges count the Pod records and the nodes with
+// an allocatable.
+func TestFitView_Gauges(t *testing.T) {
+	v, _ := startFitView(t)
+	v.init()
+	if err := (fitNodeStore{v}).Replace([]any{fitTestNode("n1", "2")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	// A Pod bound to a node the view has no Node object for counts as a
+	// record, not as a node.
+	if err := (fitPodStore{v}).Replace([]any{fitTestPod("a", "n1", "1"), fitTestPod("b", "gone", "1")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"dsguard_fit_pods": 2, "dsguard_fit_nodes": 1}
+	for _, c := range v.Collectors() {
+		ch := make(chan prometheus.Metric, 1)
+		c.Collect(ch)
+		m := <-ch
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		name := m.Desc().String()
+		for metric, value := range want {
+			if strings.Contains(name, `"`+metric+`"`) && out.GetGauge().GetValue() != value {
+				t.Errorf("%s = %v, want %v", metric, out.GetGauge().GetValue(), value)
+			}
+		}
 	}
 }

@@ -395,6 +395,7 @@ func addFitView(mgr ctrl.Manager) (*clusterview.FitView, error) {
 	}
 	v := &clusterview.FitView{Log: ctrl.Log.WithName("fit")}
 	v.Nodes, v.Pods, v.PriorityClasses, v.Namespaces = clusterview.FitListerWatchers(c)
+	metrics.Registry.MustRegister(v.Collectors()...)
 	return v, mgr.Add(v)
 }
 

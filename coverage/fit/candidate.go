@@ -14,7 +14,9 @@ var builtinClasses = map[string]int32{
 }
 
 // Candidate is the Pod to place: a DaemonSet's Pod as the scheduler will
-// see it.
+// see it. Its predictions share what they learn of the cluster's
+// anti-affinity domains, so a Candidate is predicted against one Domain,
+// from one goroutine.
 type Candidate struct {
 	Namespace string
 	Labels    map[string]string
@@ -28,6 +30,19 @@ type Candidate struct {
 	Requests     Resources
 	Ports        []HostPort
 	AntiAffinity []Term
+
+	// domainHits holds, for a term of AntiAffinity (by index) and a value
+	// of its topology key, up to two nodes of that domain with a Pod the
+	// term selects: the answer is the same for every node of the domain.
+	domainHits map[termValue][]string
+	// repelling holds, by topology key and value, up to two nodes with a
+	// Pod whose required anti-affinity term selects this Pod there.
+	repelling map[string]map[string][]string
+}
+
+type termValue struct {
+	term  int
+	value string
 }
 
 // Priorities resolves a Pod's priority and preemption policy as the

@@ -18,6 +18,7 @@ import (
 type Cluster struct {
 	nodes      map[string]*Node
 	list       []*Node
+	domain     *Domain
 	priorities *Priorities
 	namespaces map[string]map[string]string
 	pods       int
@@ -98,10 +99,11 @@ func (b *Builder) Build() *Cluster {
 // Pods in order (Sort), the cluster's PriorityClasses and its namespaces'
 // labels. It takes the nodes as they are, without copying them: a caller
 // that keeps the cluster up to date (clusterview.FitView) replaces a
-// changed node rather than changing it. The cost is one step per node.
+// changed node rather than changing it. The cost is one step per node and
+// a look at each Pod (which nodes hold anti-affinity terms).
 func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces map[string]map[string]string) *Cluster {
-	c := &Cluster{nodes: make(map[string]*Node, len(list)), list: list, priorities: NewPriorities(classes),
-		namespaces: namespaces}
+	c := &Cluster{nodes: make(map[string]*Node, len(list)), list: list, domain: NewDomain(list),
+		priorities: NewPriorities(classes), namespaces: namespaces}
 	for _, n := range list {
 		c.nodes[n.Name] = n
 		c.pods += len(n.Pods) + len(n.Nominated)
@@ -191,7 +193,7 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 			r.Unknown++
 			continue
 		}
-		r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Predict(cand, n.without(own), c.list)})
+		r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Predict(cand, n.without(own), c.domain)})
 	}
 	slices.SortFunc(r.Outcomes, func(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) })
 	return r

@@ -3,6 +3,7 @@ package fit
 import (
 	"slices"
 	"sort"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -93,12 +94,12 @@ type status struct {
 
 func (s *status) ok() bool { return s.plugin == "" }
 
-// Predict returns what the scheduler does with c on node n. others are the
-// other nodes (any order, n may be among them): the Pods on those sharing a
+// Predict returns what the scheduler does with c on node n. d holds the
+// cluster's nodes (n may be among them): the Pods on those sharing a
 // topology value with n count for anti-affinity terms whose topology key is
 // not the hostname. n.Pods must be sorted (Aggregate and Sort do it).
-func Predict(c *Candidate, n *Node, others []*Node) Outcome {
-	e := newEvaluation(c, n, others)
+func Predict(c *Candidate, n *Node, d *Domain) Outcome {
+	e := newEvaluation(c, n, d)
 	st := e.filter()
 	if st.ok() {
 		return Outcome{Kind: Fits}
@@ -156,44 +157,65 @@ type evaluation struct {
 	// nominated are the nominated Pods of at least c's priority, which
 	// the scheduler counts as already on the node.
 	nominated []*Pod
-	// domain are the other nodes' Pods that the anti-affinity terms of
-	// either side can reach, with the labels of their node.
-	domain []nodePods
+	// d finds the other nodes' Pods that the anti-affinity terms of either
+	// side can reach.
+	d *Domain
 }
 
-type nodePods struct {
-	labels map[string]string
-	pods   []Pod
-}
-
-func newEvaluation(c *Candidate, n *Node, others []*Node) *evaluation {
-	e := &evaluation{c: c, n: n, removed: make([]bool, len(n.Pods))}
+func newEvaluation(c *Candidate, n *Node, d *Domain) *evaluation {
+	e := &evaluation{c: c, n: n, removed: make([]bool, len(n.Pods)), d: d}
 	for i := range n.Nominated {
 		if n.Nominated[i].Priority >= c.Priority {
 			e.nominated = append(e.nominated, &n.Nominated[i])
 		}
 	}
-	for _, o := range others {
-		if o == nil || o == n || o.Name == n.Name || !sharesDomain(o, n) {
-			continue
-		}
-		e.domain = append(e.domain, nodePods{labels: o.Labels, pods: o.Pods})
-	}
 	return e
 }
 
-// sharesDomain reports whether o shares a label value with n under a key
-// other than the hostname: only then can its Pods matter.
-func sharesDomain(o, n *Node) bool {
-	for k, v := range o.Labels {
-		if k == corev1.LabelHostname {
-			continue
-		}
-		if nv, ok := n.Labels[k]; ok && nv == v {
-			return true
+// Domain indexes the cluster's nodes for anti-affinity: the nodes that
+// hold a Pod with required anti-affinity terms (few, in most clusters), and
+// by topology key, the nodes of each value (built the first time a term
+// asks for the key). A prediction then looks only at the nodes that can
+// matter, instead of comparing its node with every other.
+type Domain struct {
+	nodes []*Node
+	// withTerms are the nodes with a Pod that has required anti-affinity
+	// terms.
+	withTerms []*Node
+	mu        sync.Mutex
+	byKey     map[string]map[string][]*Node
+}
+
+// NewDomain indexes nodes; it reads them, and a Cluster shares it between
+// concurrent predictions.
+func NewDomain(nodes []*Node) *Domain {
+	d := &Domain{nodes: nodes, byKey: map[string]map[string][]*Node{}}
+	for _, n := range nodes {
+		if n != nil && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.AntiAffinity) > 0 }) {
+			d.withTerms = append(d.withTerms, n)
 		}
 	}
-	return false
+	return d
+}
+
+// sharing returns the nodes whose label key has value.
+func (d *Domain) sharing(key, value string) []*Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	idx, ok := d.byKey[key]
+	if !ok {
+		idx = map[string][]*Node{}
+		for _, n := range d.nodes {
+			if n == nil {
+				continue
+			}
+			if v, ok := n.Labels[key]; ok {
+				idx[v] = append(idx[v], n)
+			}
+		}
+		d.byKey[key] = idx
+	}
+	return idx[value]
 }
 
 // pods calls f for every Pod counted on the node: those not removed, and
@@ -286,59 +308,96 @@ func (e *evaluation) resourcesFit() status {
 // Pods already placed against the incoming Pod.
 func (e *evaluation) interPodAffinity() status {
 	n, c := e.n, e.c
-	// The domains' Pods: this node's as edited, then the other nodes'.
-	each := func(f func(nodeLabels map[string]string, p *Pod) bool) bool {
-		found := false
-		e.pods(func(p *Pod) {
-			if !found && f(n.Labels, p) {
-				found = true
-			}
-		})
-		for _, d := range e.domain {
-			for i := range d.pods {
-				if found {
-					return true
-				}
-				if f(d.labels, &d.pods[i]) {
-					found = true
-				}
-			}
+	// The node's own Pods (as edited) count wherever the domain is;
+	// other nodes' Pods only where they share the domain.
+	for i := range c.AntiAffinity {
+		t := &c.AntiAffinity[i]
+		v, ok := n.Labels[t.TopologyKey]
+		if !ok {
+			continue
 		}
-		return found
-	}
-	if len(c.AntiAffinity) > 0 {
-		if each(func(nodeLabels map[string]string, p *Pod) bool {
-			for i := range c.AntiAffinity {
-				t := &c.AntiAffinity[i]
-				v, ok := n.Labels[t.TopologyKey]
-				if !ok {
-					continue
-				}
-				if nv, ok := nodeLabels[t.TopologyKey]; ok && nv == v && t.matches(p.Namespace, p.Labels, nil) {
-					return true
-				}
-			}
-			return false
-		}) {
+		hit := false
+		e.pods(func(p *Pod) { hit = hit || t.matches(p.Namespace, p.Labels, nil) })
+		if hit || e.otherNodeIn(e.domainHits(i, t, v)) {
 			return status{plugin: PluginInterPodAffinity, reasons: []string{ReasonAntiAffinity}}
 		}
 	}
-	if each(func(nodeLabels map[string]string, p *Pod) bool {
+	hit := false
+	e.pods(func(p *Pod) {
 		for i := range p.AntiAffinity {
 			t := &p.AntiAffinity[i]
-			v, ok := nodeLabels[t.TopologyKey]
-			if !ok || n.Labels[t.TopologyKey] != v {
-				continue
-			}
 			if _, ok := n.Labels[t.TopologyKey]; ok && t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
-				return true
+				hit = true
 			}
 		}
-		return false
-	}) {
+	})
+	for key, values := range e.repelling() {
+		if v, ok := n.Labels[key]; ok && !hit {
+			hit = e.otherNodeIn(values[v])
+		}
+	}
+	if hit {
 		return status{plugin: PluginInterPodAffinity, reasons: []string{ReasonExistingAntiAffinity}}
 	}
 	return status{}
+}
+
+// otherNodeIn reports whether names holds a node other than the one judged.
+func (e *evaluation) otherNodeIn(names []string) bool {
+	return slices.ContainsFunc(names, func(name string) bool { return name != e.n.Name })
+}
+
+// domainHits returns up to two nodes of the domain where the candidate's
+// term i has value v with a Pod the term selects, found once per candidate.
+func (e *evaluation) domainHits(i int, t *Term, v string) []string {
+	k := termValue{i, v}
+	if names, ok := e.c.domainHits[k]; ok {
+		return names
+	}
+	var names []string
+	for _, o := range e.d.sharing(t.TopologyKey, v) {
+		if slices.ContainsFunc(o.Pods, func(p Pod) bool { return t.matches(p.Namespace, p.Labels, nil) }) {
+			if names = append(names, o.Name); len(names) == 2 {
+				break
+			}
+		}
+	}
+	if e.c.domainHits == nil {
+		e.c.domainHits = map[termValue][]string{}
+	}
+	e.c.domainHits[k] = names
+	return names
+}
+
+// repelling returns, by topology key and value, up to two nodes with a Pod
+// whose term selects the candidate in that domain, found once per
+// candidate among the nodes with such terms.
+func (e *evaluation) repelling() map[string]map[string][]string {
+	c := e.c
+	if c.repelling != nil {
+		return c.repelling
+	}
+	c.repelling = map[string]map[string][]string{}
+	for _, o := range e.d.withTerms {
+		for i := range o.Pods {
+			for j := range o.Pods[i].AntiAffinity {
+				t := &o.Pods[i].AntiAffinity[j]
+				v, ok := o.Labels[t.TopologyKey]
+				if !ok || !t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
+					continue
+				}
+				byValue := c.repelling[t.TopologyKey]
+				if byValue == nil {
+					byValue = map[string][]string{}
+					c.repelling[t.TopologyKey] = byValue
+				}
+				if names := byValue[v]; len(names) < 2 && !slices.Contains(names, o.Name) {
+					byValue[v] = append(names, o.Name)
+				}
+			}
+		}
+	}
+	return c.repelling
 }
 
 // neverFits reports whether the Pod would not fit even on the node emptied

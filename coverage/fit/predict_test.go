@@ -178,7 +178,7 @@ func TestPredict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Predict(tt.c, tt.n, tt.others)
+			got := Predict(tt.c, tt.n, NewDomain(tt.others))
 			if got.Kind != tt.kind {
 				t.Fatalf("kind = %s, want %s (%+v)", got.Kind, tt.kind, got)
 			}

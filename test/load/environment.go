@@ -85,6 +85,8 @@ type environment struct {
 	setup          setupFigures
 	// What startVAPWebhook needs besides.
 	bin, kubeconfig, host, certDir string
+	// noopBin is the harness's own executable, copied: the floors run it.
+	noopBin string
 	caBundle                       []byte
 }
 
@@ -259,6 +261,7 @@ func startEnvironment(ctx context.Context, o options) (_ *environment, err error
 	// find that code in the CPU caches the client had just warmed, which
 	// no webhook in a cluster does (the API server is a binary of its own).
 	noopBin := filepath.Join(e.dir, "noop-webhook")
+	e.noopBin = noopBin
 	if err = copyFile(self, noopBin); err != nil {
 		return nil, err
 	}

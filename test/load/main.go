@@ -59,10 +59,13 @@ type options struct {
 	// profile, when set, is where CPU profiles of both webhooks under the
 	// direct load are written.
 	profile string
+	// podsPerNode is how many Pods the Pod phase binds to each node.
+	podsPerNode int
 }
 
 // The measurement phases, in the order they run.
 const (
+	phasePods    = "pods"
 	phaseCPU     = "cpu"
 	phaseVerdict = "verdict"
 	phaseEvent   = "event"
@@ -70,13 +73,14 @@ const (
 	phaseDirect  = "direct"
 )
 
-var allPhases = []string{phaseCPU, phaseVerdict, phaseEvent, phaseCreates, phaseDirect}
+var allPhases = []string{phasePods, phaseCPU, phaseVerdict, phaseEvent, phaseCreates, phaseDirect}
 
 func main() {
 	// The no-op webhook and the node watcher run as child processes of the
 	// harness itself, so that their CPU is apart from the load generator's.
 	if len(os.Args) > 1 {
-		run := map[string]func([]string) error{noopCommand: runNoop, nodeWatcherCommand: runNodeWatcher}[os.Args[1]]
+		run := map[string]func([]string) error{noopCommand: runNoop, nodeWatcherCommand: runNodeWatcher,
+			podWatcherCommand: runPodWatcher}[os.Args[1]]
 		if run != nil {
 			if err := run(os.Args[2:]); err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[1], err)
@@ -87,6 +91,7 @@ func main() {
 	}
 	var o options
 	flag.IntVar(&o.nodes, "nodes", 5000, "Nodes to create (65000 for the large fleet)")
+	flag.IntVar(&o.podsPerNode, "pods-per-node", 10, "Pods the pods phase binds to each node (what dsguard's fit view holds), before the other phases")
 	flag.IntVar(&o.daemonSets, "daemonsets", 100, "DaemonSets present in the cluster during the CPU phases")
 	flag.DurationVar(&o.window, "window", 30*time.Second, "length of each CPU measurement phase")
 	flag.IntVar(&o.creates, "creates", 1000, fmt.Sprintf("DaemonSet creates measured per webhook mode (those of every %d rounds are deleted again, untimed)", createBatch))
@@ -161,6 +166,13 @@ func run(ctx context.Context, o options) (err error) {
 	r.setup.rssSettled, _ = env.dsguard.rss()
 	r.memory = append(r.memory, env.setup.memoryReady, env.memoryNow("settled", o.profile))
 	r.floorMemory = env.floorMemoryNow()
+	// The Pods first: every later phase then runs with them in the
+	// cluster, as dsguard would in a real one.
+	if o.phases[phasePods] {
+		if err := measurePods(ctx, env, r); err != nil {
+			return fmt.Errorf("pods phase: %w", err)
+		}
+	}
 	if o.phases[phaseCPU] {
 		if err := measureCPUPhases(ctx, env, fleet, r); err != nil {
 			return fmt.Errorf("CPU phases: %w", err)

@@ -19,6 +19,7 @@ type report struct {
 	loadStart, loadEnd string
 	setup              setupFigures
 	cpu                []cpuPhase
+	pods               *podPhase
 	verdictTaint       latencies
 	verdictUntaint     latencies
 	verdictPoll        time.Duration
@@ -58,6 +59,9 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- dsguard ready %s after start; RSS %s when ready, %s settled, %s peak over the run (%s)\n\n",
 		s.dsguardReady.Round(100*time.Millisecond), mib(s.rssReady), mib(s.rssSettled), mib(r.peakRSS), rssTarget(s.nodes))
 	r.writeMemory(w)
+	if r.pods != nil {
+		r.writePods(w)
+	}
 	if len(r.cpu) > 0 {
 		r.writeCPU(w)
 	}

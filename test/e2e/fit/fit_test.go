@@ -306,7 +306,7 @@ func predict(t *testing.T, scenarios []*scenario) map[string]fit.Outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := slices.Collect(maps.Values(agg))
+	domain := fit.NewDomain(slices.Collect(maps.Values(agg)))
 	prio := fit.NewPriorities(classes)
 	out := map[string]fit.Outcome{}
 	for _, s := range scenarios {
@@ -314,7 +314,7 @@ func predict(t *testing.T, scenarios []*scenario) map[string]fit.Outcome {
 		if err != nil {
 			t.Fatalf("scenario %s: %v", s.id, err)
 		}
-		out[s.id] = fit.Predict(c, agg[s.node.Name], all)
+		out[s.id] = fit.Predict(c, agg[s.node.Name], domain)
 	}
 	return out
 }
