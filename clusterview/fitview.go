@@ -7,7 +7,9 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"unique"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +50,7 @@ type FitView struct {
 	pods       map[string]podPlace // by namespace/name
 	classes    map[string]schedulingv1.PriorityClass
 	namespaces map[string]map[string]string
+	labels     labelTable
 	// order is the names of the nodes with a Node object, sorted; nil
 	// when membership changed since the last Cluster.
 	order []string
@@ -67,7 +70,9 @@ type fitNode struct {
 	// base is the node without Pods (name, labels, allocatable); nil while
 	// Pods are bound to a node whose Node object is not (or no longer)
 	// there: the scheduler drops those, and so does Cluster.
-	base             *fit.Node
+	base *fit.Node
+	// labels is the key of base's interned labels (see labelTable).
+	labels           unique.Handle[string]
 	bound, nominated map[string]fit.Pod
 	// published is the node with its Pods as the last Cluster holds it.
 	published *fit.Node
@@ -210,6 +215,7 @@ func (v *FitView) init() {
 	if v.nodes == nil {
 		v.nodes, v.pods, v.classes = map[string]*fitNode{}, map[string]podPlace{}, map[string]schedulingv1.PriorityClass{}
 		v.namespaces, v.dirty, v.listed = map[string]map[string]string{}, map[string]struct{}{}, map[string]bool{}
+		v.labels = labelTable{}
 	}
 }
 
@@ -271,7 +277,7 @@ func (n *fitNode) publish() {
 func (v *FitView) node(name string) *fitNode {
 	n := v.nodes[name]
 	if n == nil {
-		n = &fitNode{bound: map[string]fit.Pod{}, nominated: map[string]fit.Pod{}}
+		n = &fitNode{}
 		v.nodes[name] = n
 	}
 	return n
@@ -326,34 +332,55 @@ func (s fitNodeStore) Delete(obj any) error { return s.each([]any{obj}, "", true
 // Replace applies a complete list: nodes not in it are gone.
 func (s fitNodeStore) Replace(list []any, _ string) error { return s.each(list, "nodes", false) }
 
-// Transformer keeps, of a streamed list, only what the view reads.
+// Transformer reduces each Node of a streamed list to its record as it
+// arrives: at start-up the list is held whole until Replace, beside the
+// node view's own.
 func (s fitNodeStore) Transformer() toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		if n, ok := obj.(*corev1.Node); ok {
-			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
-				Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable}}, nil
-		}
-		return obj, nil
+	return func(obj any) (any, error) { return nodeRecordOf(obj) }
+}
+
+// nodeRecord is a Node reduced to what the view keeps, with the metadata a
+// reflector's store keys it by.
+type nodeRecord struct {
+	metav1.ObjectMeta
+	// node has no Labels: labels stands for them without the hostname
+	// (node.Hostname), interned process-wide, so that the records of
+	// nodes alike share one string.
+	node   *fit.Node
+	labels unique.Handle[string]
+}
+
+// nodeRecordOf reduces a Node (or passes a record on).
+func nodeRecordOf(obj any) (*nodeRecord, error) {
+	if r, ok := obj.(*nodeRecord); ok {
+		return r, nil
 	}
+	n, err := nodeOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	fn := fit.NodeOf(n)
+	fn.Labels, fn.Hostname = nil, n.Labels[corev1.LabelHostname]
+	return &nodeRecord{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, node: fn, labels: unique.Make(labelsKey(n.Labels))}, nil
 }
 
 // each applies objs (deleting them with remove); a non-empty listed is the
 // source a complete list came from.
 func (s fitNodeStore) each(objs []any, listed string, remove bool) error {
-	nodes := make([]*fit.Node, 0, len(objs))
+	recs := make([]*nodeRecord, 0, len(objs))
 	for _, obj := range objs {
-		n, err := nodeOf(obj)
+		r, err := nodeRecordOf(obj)
 		if err != nil {
 			return err
 		}
-		nodes = append(nodes, fit.NodeOf(n))
+		recs = append(recs, r)
 	}
 	v := s.v
 	v.locked(func() {
 		if listed != "" {
-			seen := make(map[string]bool, len(nodes))
-			for _, n := range nodes {
-				seen[n.Name] = true
+			seen := make(map[string]bool, len(recs))
+			for _, r := range recs {
+				seen[r.Name] = true
 			}
 			for name, n := range v.nodes {
 				if n.base != nil && !seen[name] {
@@ -361,11 +388,11 @@ func (s fitNodeStore) each(objs []any, listed string, remove bool) error {
 				}
 			}
 		}
-		for _, n := range nodes {
+		for _, r := range recs {
 			if remove {
-				v.removeNode(n.Name)
+				v.removeNode(r.Name)
 			} else {
-				v.applyNode(n)
+				v.applyNode(r)
 			}
 		}
 		if listed != "" {
@@ -377,17 +404,73 @@ func (s fitNodeStore) each(objs []any, listed string, remove bool) error {
 
 // applyNode adds or updates a node's base; an update that changes no
 // label or allocatable (a heartbeat) changes nothing. mu is held.
-func (v *FitView) applyNode(n *fit.Node) {
-	fn := v.node(n.Name)
+func (v *FitView) applyNode(r *nodeRecord) {
+	fn := v.node(r.Name)
+	n := r.node
 	if b := fn.base; b != nil && b.AllowedPods == n.AllowedPods && b.Allocatable.Equal(n.Allocatable) &&
-		maps.Equal(b.Labels, n.Labels) {
+		fn.labels == r.labels && b.Hostname == n.Hostname {
 		return
 	}
 	if fn.base == nil {
 		v.order = nil
+	} else {
+		v.labels.release(fn.labels)
 	}
-	fn.base = n
-	v.touch(n.Name)
+	base := *n
+	base.Labels = v.labels.hold(r.labels)
+	fn.base, fn.labels = &base, r.labels
+	v.touch(r.Name)
+}
+
+// labelTable shares one map among the nodes whose labels are the same but
+// for kubernetes.io/hostname (the nodes of a pool in a zone, mostly): at
+// 65,000 nodes a map of a dozen labels per node would be some 80 MiB.
+// Entries are counted and dropped with their last node.
+type labelTable map[unique.Handle[string]]*sharedLabels
+
+type sharedLabels struct {
+	labels map[string]string
+	refs   int
+}
+
+// labelsKey is labels without the hostname, in one string: key, NUL,
+// value, NUL, sorted by key.
+func labelsKey(labels map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if k == corev1.LabelHostname {
+			continue
+		}
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// hold returns the shared map for key, counting one more holder.
+func (t labelTable) hold(key unique.Handle[string]) map[string]string {
+	s := t[key]
+	if s == nil {
+		s = &sharedLabels{labels: map[string]string{}}
+		parts := strings.Split(key.Value(), "\x00")
+		for i := 0; i+1 < len(parts); i += 2 {
+			s.labels[parts[i]] = parts[i+1]
+		}
+		t[key] = s
+	}
+	s.refs++
+	return s.labels
+}
+
+// release counts one holder of key less.
+func (t labelTable) release(key unique.Handle[string]) {
+	if s := t[key]; s != nil {
+		if s.refs--; s.refs == 0 {
+			delete(t, key)
+		}
+	}
 }
 
 // removeNode drops a node's base; its Pods' records stay until they are
@@ -398,6 +481,8 @@ func (v *FitView) removeNode(name string) {
 		return
 	}
 	fn.base = nil
+	v.labels.release(fn.labels)
+	fn.labels = unique.Handle[string]{}
 	v.order = nil
 	v.touch(name)
 	v.forget(name)
@@ -521,11 +606,14 @@ func (v *FitView) applyPod(key string, r *podRecord) {
 		}
 	}
 	fn := v.node(r.place.node)
+	held := &fn.bound
 	if r.place.nominated {
-		fn.nominated[key] = r.rec
-	} else {
-		fn.bound[key] = r.rec
+		held = &fn.nominated
 	}
+	if *held == nil {
+		*held = map[string]fit.Pod{}
+	}
+	(*held)[key] = r.rec
 	v.pods[key] = r.place
 	v.touch(r.place.node)
 }

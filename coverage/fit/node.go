@@ -145,8 +145,12 @@ func moreImportant(a, b *Pod) int {
 // Node is one node as the scheduler weighs it: what it offers and what the
 // Pods bound to it hold.
 type Node struct {
-	Name   string
-	Labels map[string]string
+	Name string
+	// Labels are the node's labels, read through Label. A caller that
+	// keeps many nodes may leave kubernetes.io/hostname out of them and
+	// set Hostname instead, so that nodes alike share one map.
+	Labels   map[string]string
+	Hostname string
 	// Allocatable is status.allocatable; AllowedPods its pods entry.
 	Allocatable Resources
 	AllowedPods int64
@@ -161,6 +165,17 @@ type Node struct {
 	// workload is the most important of Pods that no DaemonSet controls,
 	// below the system classes (Cluster.WorkloadPriority); set by Sort.
 	workload *Pod
+}
+
+// Label returns the value of the node's label key.
+func (n *Node) Label(key string) (string, bool) {
+	if v, ok := n.Labels[key]; ok {
+		return v, true
+	}
+	if key == corev1.LabelHostname && n.Hostname != "" {
+		return n.Hostname, true
+	}
+	return "", false
 }
 
 // Band is the sum of the requests of the Pods of one priority on a node.

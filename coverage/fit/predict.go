@@ -209,7 +209,7 @@ func (d *Domain) sharing(key, value string) []*Node {
 			if n == nil {
 				continue
 			}
-			if v, ok := n.Labels[key]; ok {
+			if v, ok := n.Label(key); ok {
 				idx[v] = append(idx[v], n)
 			}
 		}
@@ -312,7 +312,7 @@ func (e *evaluation) interPodAffinity() status {
 	// other nodes' Pods only where they share the domain.
 	for i := range c.AntiAffinity {
 		t := &c.AntiAffinity[i]
-		v, ok := n.Labels[t.TopologyKey]
+		v, ok := n.Label(t.TopologyKey)
 		if !ok {
 			continue
 		}
@@ -326,13 +326,13 @@ func (e *evaluation) interPodAffinity() status {
 	e.pods(func(p *Pod) {
 		for i := range p.AntiAffinity {
 			t := &p.AntiAffinity[i]
-			if _, ok := n.Labels[t.TopologyKey]; ok && t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
+			if _, ok := n.Label(t.TopologyKey); ok && t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
 				hit = true
 			}
 		}
 	})
 	for key, values := range e.repelling() {
-		if v, ok := n.Labels[key]; ok && !hit {
+		if v, ok := n.Label(key); ok && !hit {
 			hit = e.otherNodeIn(values[v])
 		}
 	}
@@ -382,7 +382,7 @@ func (e *evaluation) repelling() map[string]map[string][]string {
 		for i := range o.Pods {
 			for j := range o.Pods[i].AntiAffinity {
 				t := &o.Pods[i].AntiAffinity[j]
-				v, ok := o.Labels[t.TopologyKey]
+				v, ok := o.Label(t.TopologyKey)
 				if !ok || !t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
 					continue
 				}

@@ -318,13 +318,13 @@ func (s *conflictScope) repellingPods(me *fit.Side, nsLabels func(string) map[st
 				continue
 			}
 			for _, key := range fit.Repels(me, fit.SideOfPod(p, nsLabels(p.Namespace))) {
-				v, ok := n.Labels[key]
+				v, ok := n.Label(key)
 				if !ok {
 					continue
 				}
 				for _, c := range s.covered {
-					if cn := s.env.Fit.Node(c); cn != nil && cn.Labels[key] == v {
-						if _, ok := cn.Labels[key]; ok {
+					if cn := s.env.Fit.Node(c); cn != nil {
+						if cv, ok := cn.Label(key); ok && cv == v {
 							pods.add("(topologyKey "+key+")", p.Key, c)
 						}
 					}
