@@ -86,8 +86,8 @@ type environment struct {
 	// What startVAPWebhook needs besides.
 	bin, kubeconfig, host, certDir string
 	// noopBin is the harness's own executable, copied: the floors run it.
-	noopBin string
-	caBundle                       []byte
+	noopBin  string
+	caBundle []byte
 }
 
 // setupFigures describe how the fleet was built.
