@@ -85,9 +85,9 @@ type environment struct {
 	setup          setupFigures
 	// What startVAPWebhook needs besides.
 	bin, kubeconfig, host, certDir string
+	caBundle                       []byte
 	// noopBin is the harness's own executable, copied: the floors run it.
-	noopBin  string
-	caBundle []byte
+	noopBin string
 }
 
 // setupFigures describe how the fleet was built.
