@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"net/http"
 	"slices"
@@ -18,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -45,9 +45,12 @@ type FitView struct {
 	Nodes, Pods, PriorityClasses, Namespaces toolscache.ListerWatcher
 	Log                                      logr.Logger
 
-	mu         sync.Mutex
-	nodes      map[string]*fitNode
-	pods       map[string]podPlace // by namespace/name
+	mu    sync.Mutex
+	nodes map[string]*fitNode
+	pods  map[string]podPlace // by namespace/name
+	// podLabels shares one map among the Pods whose labels are the same
+	// (the replicas of a workload).
+	podLabels  labelTable
 	classes    map[string]schedulingv1.PriorityClass
 	namespaces map[string]map[string]string
 	labels     labelTable
@@ -72,17 +75,33 @@ type fitNode struct {
 	// there: the scheduler drops those, and so does Cluster.
 	base *fit.Node
 	// labels is the key of base's interned labels (see labelTable).
-	labels           unique.Handle[string]
-	bound, nominated map[string]fit.Pod
+	labels unique.Handle[string]
+	// name is the node's name, shared by the places of its Pods.
+	name string
+	// bound and nominated are the node's Pod records, most important
+	// first. A Cluster may hold them: a change makes new slices (of the
+	// node's ten to a hundred Pods) instead of writing these.
+	bound, nominated []fit.Pod
 	// published is the node with its Pods as the last Cluster holds it.
 	published *fit.Node
 }
 
 // podPlace is where a Pod's record is kept.
 type podPlace struct {
-	node      string
+	node      *fitNode
 	nominated bool
-	uid       types.UID
+	// uid tells a Pod made again under the same name (a hash of its UID).
+	uid uint64
+	// labels is the key of the record's interned labels.
+	labels unique.Handle[string]
+}
+
+// records returns the node's bound or nominated records.
+func (n *fitNode) records(nominated bool) *[]fit.Pod {
+	if nominated {
+		return &n.nominated
+	}
+	return &n.bound
 }
 
 // fitSources are the names of the view's reflectors.
@@ -215,7 +234,7 @@ func (v *FitView) init() {
 	if v.nodes == nil {
 		v.nodes, v.pods, v.classes = map[string]*fitNode{}, map[string]podPlace{}, map[string]schedulingv1.PriorityClass{}
 		v.namespaces, v.dirty, v.listed = map[string]map[string]string{}, map[string]struct{}{}, map[string]bool{}
-		v.labels = labelTable{}
+		v.labels, v.podLabels = labelTable{}, labelTable{}
 	}
 }
 
@@ -267,9 +286,8 @@ func (n *fitNode) publish() {
 		return
 	}
 	p := *n.base
-	p.Pods = slices.Collect(maps.Values(n.bound))
-	p.Nominated = slices.Collect(maps.Values(n.nominated))
-	p.Sort()
+	p.Pods, p.Nominated = n.bound, n.nominated
+	p.Sorted()
 	n.published = &p
 }
 
@@ -277,7 +295,7 @@ func (n *fitNode) publish() {
 func (v *FitView) node(name string) *fitNode {
 	n := v.nodes[name]
 	if n == nil {
-		n = &fitNode{}
+		n = &fitNode{name: name}
 		v.nodes[name] = n
 	}
 	return n
@@ -361,7 +379,7 @@ func nodeRecordOf(obj any) (*nodeRecord, error) {
 	}
 	fn := fit.NodeOf(n)
 	fn.Labels, fn.Hostname = nil, n.Labels[corev1.LabelHostname]
-	return &nodeRecord{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, node: fn, labels: unique.Make(labelsKey(n.Labels))}, nil
+	return &nodeRecord{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, node: fn, labels: unique.Make(labelsKey(n.Labels, corev1.LabelHostname))}, nil
 }
 
 // each applies objs (deleting them with remove); a non-empty listed is the
@@ -422,10 +440,11 @@ func (v *FitView) applyNode(r *nodeRecord) {
 	v.touch(r.Name)
 }
 
-// labelTable shares one map among the nodes whose labels are the same but
-// for kubernetes.io/hostname (the nodes of a pool in a zone, mostly): at
-// 65,000 nodes a map of a dozen labels per node would be some 80 MiB.
-// Entries are counted and dropped with their last node.
+// labelTable shares one map among the holders of the same labels: the
+// nodes whose labels are the same but for kubernetes.io/hostname (the nodes
+// of a pool in a zone, mostly: at 65,000 nodes a map of a dozen labels per
+// node would be some 80 MiB), the Pods of one workload. Entries are counted
+// and dropped with their last holder.
 type labelTable map[unique.Handle[string]]*sharedLabels
 
 type sharedLabels struct {
@@ -433,12 +452,12 @@ type sharedLabels struct {
 	refs   int
 }
 
-// labelsKey is labels without the hostname, in one string: key, NUL,
+// labelsKey is labels without the label skip, in one string: key, NUL,
 // value, NUL, sorted by key.
-func labelsKey(labels map[string]string) string {
+func labelsKey(labels map[string]string, skip string) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if k == corev1.LabelHostname {
+		if k == skip {
 			continue
 		}
 		b.WriteString(k)
@@ -497,15 +516,25 @@ type fitPodStore struct{ v *FitView }
 // reflector's store keys it by.
 type podRecord struct {
 	metav1.ObjectMeta
-	place podPlace
-	rec   fit.Pod
+	// node is where the Pod is bound, or nominated; "" when it is neither
+	// or has finished.
+	node      string
+	nominated bool
+	uid       uint64
+	rec       fit.Pod
+	// labels stands for rec.Labels, interned process-wide.
+	labels unique.Handle[string]
 	// err is set when the record cannot be built (a malformed
 	// anti-affinity term, which the API server's validation refuses).
 	err error
 }
 
+// uidSeed hashes UIDs.
+var uidSeed = maphash.MakeSeed()
+
 // recordOf reduces a Pod (or passes a record on). A Pod that has finished
-// or is neither bound nor nominated has no place.
+// or is neither bound nor nominated has no place. The record shares what
+// it can: its namespace is a part of its key, its owner's name is interned.
 func recordOf(obj any) (*podRecord, error) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -518,14 +547,21 @@ func recordOf(obj any) (*podRecord, error) {
 		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
 			return r, nil
 		}
-		r.place = podPlace{node: o.Spec.NodeName, uid: o.UID}
-		if r.place.node == "" {
-			r.place.node, r.place.nominated = o.Status.NominatedNodeName, true
+		r.node, r.uid = o.Spec.NodeName, maphash.String(uidSeed, string(o.UID))
+		if r.node == "" {
+			r.node, r.nominated = o.Status.NominatedNodeName, true
 		}
-		if r.place.node == "" {
+		if r.node == "" {
 			return r, nil
 		}
-		r.rec, r.err = fit.PodOf(o)
+		if r.rec, r.err = fit.PodOf(o); r.err != nil {
+			return r, nil
+		}
+		r.rec.Namespace = r.rec.Key[:len(o.Namespace)]
+		if r.rec.Owner != "" {
+			r.rec.Owner = unique.Make(r.rec.Owner).Value()
+		}
+		r.labels = unique.Make(labelsKey(o.Labels, ""))
 		return r, nil
 	}
 	return nil, fmt.Errorf("fit view: %T is not a Pod", obj)
@@ -570,7 +606,7 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 		for _, r := range recs {
 			key := r.Namespace + "/" + r.Name
 			switch {
-			case remove || r.place.node == "":
+			case remove || r.node == "":
 				v.removePod(key)
 			case r.err != nil:
 				// Left out rather than counted wrong; the API server
@@ -592,30 +628,30 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 // of it changes nothing. mu is held.
 func (v *FitView) applyPod(key string, r *podRecord) {
 	if old, ok := v.pods[key]; ok {
-		if old == r.place {
-			fn := v.nodes[old.node]
-			held := fn.bound
-			if old.nominated {
-				held = fn.nominated
-			}
-			if prev, ok := held[key]; ok && prev.Same(&r.rec) {
+		if old.node.name == r.node && old.nominated == r.nominated && old.uid == r.uid && old.labels == r.labels {
+			held := *old.node.records(old.nominated)
+			if i := indexOf(held, key); i >= 0 && held[i].Same(&r.rec) {
 				return
 			}
-		} else {
-			v.removePod(key)
 		}
+		v.removePod(key)
 	}
-	fn := v.node(r.place.node)
-	held := &fn.bound
-	if r.place.nominated {
-		held = &fn.nominated
-	}
-	if *held == nil {
-		*held = map[string]fit.Pod{}
-	}
-	(*held)[key] = r.rec
-	v.pods[key] = r.place
-	v.touch(r.place.node)
+	fn := v.node(r.node)
+	rec := r.rec
+	rec.Labels = v.podLabels.hold(r.labels)
+	held := fn.records(r.nominated)
+	next := make([]fit.Pod, len(*held), len(*held)+1)
+	copy(next, *held)
+	next = append(next, rec)
+	fit.SortPods(next)
+	*held = next
+	v.pods[rec.Key] = podPlace{node: fn, nominated: r.nominated, uid: r.uid, labels: r.labels}
+	v.touch(fn.name)
+}
+
+// indexOf returns the index of the record of key, or -1.
+func indexOf(pods []fit.Pod, key string) int {
+	return slices.IndexFunc(pods, func(p fit.Pod) bool { return p.Key == key })
 }
 
 // removePod drops a Pod's record; mu is held.
@@ -625,12 +661,19 @@ func (v *FitView) removePod(key string) {
 		return
 	}
 	delete(v.pods, key)
-	if fn := v.nodes[place.node]; fn != nil {
-		delete(fn.bound, key)
-		delete(fn.nominated, key)
-		v.touch(place.node)
-		v.forget(place.node)
+	v.podLabels.release(place.labels)
+	fn := place.node
+	held := fn.records(place.nominated)
+	if i := indexOf(*held, key); i >= 0 {
+		next := make([]fit.Pod, 0, len(*held)-1)
+		next = append(append(next, (*held)[:i]...), (*held)[i+1:]...)
+		if len(next) == 0 {
+			next = nil
+		}
+		*held = next
 	}
+	v.touch(fn.name)
+	v.forget(fn.name)
 }
 
 // --- PriorityClasses and Namespaces ---

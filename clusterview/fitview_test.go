@@ -378,3 +378,43 @@ func BenchmarkFitView_HeapPerNode(b *testing.B) {
 		runtime.KeepAlive(v)
 	}
 }
+
+// BenchmarkFitView_HeapPerPod reports the heap the view holds per Pod
+// record: Pods of twenty workloads, ten on each node, each with the labels
+// and owner reference a ReplicaSet gives its Pods.
+func BenchmarkFitView_HeapPerPod(b *testing.B) {
+	const nodes, perNode = 2000, 10
+	nodeList := make([]any, nodes)
+	pods := make([]any, 0, nodes*perNode)
+	for i := range nodes {
+		name := fmt.Sprintf("node-%05d", i)
+		nodeList[i] = fitTestNode(name, "8")
+		for j := range perNode {
+			p := fitTestPod(fmt.Sprintf("workload-%d-%08x-%05d", (i+j)%20, i*perNode+j, j), name, "100m")
+			p.Labels = map[string]string{"app.kubernetes.io/name": fmt.Sprintf("workload-%d", (i+j)%20),
+				"pod-template-hash": fmt.Sprintf("5d8f%d", (i+j)%20), "app.kubernetes.io/part-of": "shop"}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
+				Name: fmt.Sprintf("workload-%d-5d8f", (i+j)%20), UID: "rs", Controller: new(true)}}
+			p.Status.StartTime = &metav1.Time{Time: time.Unix(1_700_000_000, 0)}
+			pods = append(pods, p)
+		}
+	}
+	for b.Loop() {
+		v, _ := startFitView(b)
+		v.init()
+		if err := (fitNodeStore{v}).Replace(slices.Clone(nodeList), ""); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if err := (fitPodStore{v}).Replace(slices.Clone(pods), ""); err != nil {
+			b.Fatal(err)
+		}
+		v.Cluster()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(pods)), "B/pod")
+		runtime.KeepAlive(v)
+	}
+}

@@ -185,7 +185,7 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	if err != nil {
 		return &Report{Error: err.Error()}
 	}
-	r := &Report{Priority: cand.Priority, PreemptNever: cand.PreemptNever}
+	r := &Report{Priority: cand.Priority, PreemptNever: cand.PreemptNever, Outcomes: make([]NodeOutcome, 0, len(nodes))}
 	own := ds.Namespace + "/" + ds.Name
 	for _, name := range nodes {
 		n := c.nodes[name]
@@ -195,14 +195,24 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 		}
 		r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Predict(cand, n.without(own), c.domain)})
 	}
-	slices.SortFunc(r.Outcomes, func(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) })
+	// The covered nodes come sorted (coverage.EligibleNodes).
+	if byNode := func(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) }; !slices.IsSortedFunc(r.Outcomes, byNode) {
+		slices.SortFunc(r.Outcomes, byNode)
+	}
 	return r
 }
 
 // without returns the node without the Pods of the named DaemonSet
 // (namespace/name), sharing what it can.
 func (n *Node) without(owner string) *Node {
-	if !slices.ContainsFunc(n.Pods, func(p Pod) bool { return p.Owner == owner }) {
+	found := false
+	for i := range n.Pods {
+		if n.Pods[i].Owner == owner {
+			found = true
+			break
+		}
+	}
+	if !found {
 		return n
 	}
 	m := *n

@@ -241,7 +241,17 @@ func Aggregate(nodes []corev1.Node, pods []corev1.Pod) (map[string]*Node, error)
 // Sort puts the node's Pods in the order Predict expects, most important
 // first, and notes the node's most important workload Pod.
 func (n *Node) Sort() {
-	slices.SortFunc(n.Pods, func(a, b Pod) int { return moreImportant(&a, &b) })
+	SortPods(n.Pods)
+	n.Sorted()
+}
+
+// SortPods puts Pods in the order Predict expects, most important first.
+func SortPods(pods []Pod) { slices.SortFunc(pods, func(a, b Pod) int { return moreImportant(&a, &b) }) }
+
+// Sorted notes the most important workload Pod of a node whose Pods are
+// already in order (SortPods), without writing them: a caller that shares
+// them between Clusters publishes them so.
+func (n *Node) Sorted() {
 	n.workload = nil
 	for i := range n.Pods {
 		p := &n.Pods[i]

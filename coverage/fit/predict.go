@@ -1,8 +1,8 @@
 package fit
 
 import (
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,6 +128,7 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 		out.PreemptionReasons = []string{ReasonNoVictims}
 		return out
 	}
+	e.removed = make([]bool, len(n.Pods))
 	for _, i := range potential {
 		e.removed[i] = true
 	}
@@ -153,7 +154,7 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 type evaluation struct {
 	c       *Candidate
 	n       *Node
-	removed []bool
+	removed []bool // nil until preemption removes Pods
 	// nominated are the nominated Pods of at least c's priority, which
 	// the scheduler counts as already on the node.
 	nominated []*Pod
@@ -163,7 +164,7 @@ type evaluation struct {
 }
 
 func newEvaluation(c *Candidate, n *Node, d *Domain) *evaluation {
-	e := &evaluation{c: c, n: n, removed: make([]bool, len(n.Pods)), d: d}
+	e := &evaluation{c: c, n: n, d: d}
 	for i := range n.Nominated {
 		if n.Nominated[i].Priority >= c.Priority {
 			e.nominated = append(e.nominated, &n.Nominated[i])
@@ -222,7 +223,7 @@ func (d *Domain) sharing(key, value string) []*Node {
 // the nominated ones.
 func (e *evaluation) pods(f func(p *Pod)) {
 	for i := range e.n.Pods {
-		if !e.removed[i] {
+		if e.removed == nil || !e.removed[i] {
 			f(&e.n.Pods[i])
 		}
 	}
@@ -287,14 +288,10 @@ func (e *evaluation) resourcesFit() status {
 		check(corev1.ResourceCPU, req.MilliCPU, used.MilliCPU, alloc.MilliCPU)
 		check(corev1.ResourceMemory, req.Memory, used.Memory, alloc.Memory)
 		check(corev1.ResourceEphemeralStorage, req.EphemeralStorage, used.EphemeralStorage, alloc.EphemeralStorage)
-		names := make([]string, 0, len(req.Scalar))
-		for name := range req.Scalar {
-			names = append(names, string(name))
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			rn := corev1.ResourceName(name)
-			check(rn, req.Scalar[rn], used.Scalar[rn], alloc.Scalar[rn])
+		if len(req.Scalar) > 0 {
+			for _, rn := range slices.Sorted(maps.Keys(req.Scalar)) {
+				check(rn, req.Scalar[rn], used.Scalar[rn], alloc.Scalar[rn])
+			}
 		}
 	}
 	if len(st.reasons) > 0 {

@@ -123,7 +123,10 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		}
 	}
 	ph.seen = time.Since(start)
-	if err := sleep(ctx, 2*settle); err != nil {
+	// At rest means after a collection: until then the heap still holds
+	// the garbage of the creates (the Go runtime collects at least every
+	// two minutes).
+	if err := env.waitGC(ctx, 3*time.Minute); err != nil {
 		return err
 	}
 	ph.after = env.memoryNow(fmt.Sprintf("at rest with %d Pods", n), r.opts.profile)
@@ -178,6 +181,33 @@ func loadPod(i int, node string) *corev1.Pod {
 				corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(50*(1+i%8)), resource.DecimalSI),
 				corev1.ResourceMemory: *resource.NewQuantity(int64(64<<20)*int64(1+i%4), resource.BinarySI),
 			}}}}},
+	}
+}
+
+// waitGC waits until dsguard's Go runtime has completed a collection that
+// started after this call, at most limit.
+func (e *environment) waitGC(ctx context.Context, limit time.Duration) error {
+	before, err := e.scrapeGauge("go_gc_duration_seconds_count")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for {
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		// The first count may have caught a collection already under way.
+		n, err := e.scrapeGauge("go_gc_duration_seconds_count")
+		if err != nil {
+			return err
+		}
+		if n >= before+2 || n > before && time.Since(start) > 10*time.Second {
+			logf("  dsguard's Go runtime collected %.0f times in %s", n-before, time.Since(start).Round(time.Second))
+			return nil
+		}
+		if time.Since(start) > limit {
+			return fmt.Errorf("no collection in dsguard within %s", limit)
+		}
 	}
 }
 

@@ -139,6 +139,15 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	d.say("A second exporter on host port 9100, beside node-exporter which holds it on every node: its Pods could never start, so dsguard denies it")
+	copyExporter, err := d.example("node-exporter-tolerations.yaml", "\n  name: node-exporter\n", "\n  name: exporter-copy\n")
+	if err != nil {
+		return err
+	}
+	if err := d.kubectl(1, copyExporter, "kubectl apply -f exporter-copy.yaml   # node-exporter-tolerations.yaml, renamed", "apply", "-f", "-"); err != nil {
+		return err
+	}
+
 	d.say("Server-side dry-run and server-side apply get the same verdict (a new DaemonSet, agent-b)")
 	agentB, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: agent-b\n")
 	if err != nil {
@@ -156,16 +165,17 @@ func run(ctx context.Context) error {
 	if err := d.kubectl(0, policyConfigMap(warnPolicy), "kubectl apply -f dsguard-policy.yaml   # rules.control-plane-toleration.action: warn", "apply", "-f", "-"); err != nil {
 		return err
 	}
-	legacy, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: legacy-exporter\n")
+	// On ports of their own: node-exporter holds 9100 on every node.
+	legacy, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: legacy-exporter\n", "9100", "9101")
 	if err != nil {
 		return err
 	}
-	probe, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: policy-probe\n")
+	probe, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: policy-probe\n", "9100", "9102")
 	if err != nil {
 		return err
 	}
 	fmt.Printf("(dsguard enforced the new policy %s after the edit)\n", d.waitForVerdict(probe, 0))
-	if err := d.kubectl(0, legacy, "kubectl apply -f legacy-exporter.yaml   # node-exporter.yaml, renamed", "apply", "-f", "-"); err != nil {
+	if err := d.kubectl(0, legacy, "kubectl apply -f legacy-exporter.yaml   # node-exporter.yaml, renamed, on port 9101", "apply", "-f", "-"); err != nil {
 		return err
 	}
 

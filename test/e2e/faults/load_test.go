@@ -70,6 +70,7 @@ func example(t *testing.T, name, namespace string) *appsv1.DaemonSet {
 	t.Helper()
 	ds := framework.ExampleDaemonSet(t, cluster.Root, name)
 	ds.Namespace = namespace
+	framework.OwnHostPort(ds)
 	return ds
 }
 

@@ -4,10 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -73,6 +76,38 @@ func ExpectAdmission(t testing.TB, what string, r Result, admitted bool, says ..
 	for _, s := range says {
 		if !strings.Contains(r.Stderr, s) {
 			t.Errorf("%s: kubectl's output lacks %q:\n%s", what, s, r.Stderr)
+		}
+	}
+}
+
+// nextHostPort hands out host ports to the tests' DaemonSets.
+var nextHostPort atomic.Int32
+
+// OwnHostPort moves every port ds holds on the node (host ports, and
+// container ports under hostNetwork, with the readiness probe that checks
+// them) to a port no other DaemonSet of the test process was given: tests
+// that keep several copies of an example at once are about something else
+// than host-port-conflict, which would refuse them.
+func OwnHostPort(ds *appsv1.DaemonSet) {
+	port := 20000 + nextHostPort.Add(1)
+	spec := &ds.Spec.Template.Spec
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			for j := range c.Ports {
+				p := &c.Ports[j]
+				if p.HostPort == 0 && !spec.HostNetwork {
+					continue
+				}
+				old := p.ContainerPort
+				p.ContainerPort = port
+				if p.HostPort != 0 {
+					p.HostPort = port
+				}
+				if pr := c.ReadinessProbe; pr != nil && pr.HTTPGet != nil && pr.HTTPGet.Port.IntValue() == int(old) {
+					pr.HTTPGet.Port = intstr.FromInt32(port)
+				}
+			}
 		}
 	}
 }

@@ -17,6 +17,7 @@ func example(t *testing.T, name, dsName, ns string) *appsv1.DaemonSet {
 	t.Helper()
 	ds := framework.ExampleDaemonSet(t, cluster.Root, name)
 	ds.Name, ds.Namespace, ds.ResourceVersion = dsName, ns, ""
+	framework.OwnHostPort(ds)
 	return ds
 }
 
