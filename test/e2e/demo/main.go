@@ -124,13 +124,13 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	d.say("The same node-exporter tolerating every taint (operator: Exists) is admitted")
-	if err := d.kubectl(0, "", "", "apply", "-f", "examples/node-exporter-tolerations.yaml"); err != nil {
+	d.say("maxSurge with hostPort 9100: the surge Pod could never bind its port, so the rollout would wedge")
+	if err := d.kubectl(1, "", "", "apply", "-f", "examples/node-exporter-surge.yaml"); err != nil {
 		return err
 	}
 
-	d.say("maxSurge with hostPort 9100: the surge Pod could never bind its port, so the rollout would wedge")
-	if err := d.kubectl(1, "", "", "apply", "-f", "examples/node-exporter-surge.yaml"); err != nil {
+	d.say("The same node-exporter tolerating every taint (operator: Exists) is admitted")
+	if err := d.kubectl(0, "", "", "apply", "-f", "examples/node-exporter-tolerations.yaml"); err != nil {
 		return err
 	}
 
@@ -149,11 +149,11 @@ func run(ctx context.Context) error {
 	}
 
 	d.say("Server-side dry-run and server-side apply get the same verdict (a new DaemonSet, agent-b)")
-	agentB, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: agent-b\n")
+	agentB, err := d.example("node-exporter.yaml", "\n  name: node-exporter\n", "\n  name: agent-b\n", "9100", "9103")
 	if err != nil {
 		return err
 	}
-	if err := d.kubectl(1, agentB, "kubectl apply --dry-run=server -f agent-b.yaml   # node-exporter.yaml, renamed", "apply", "--dry-run=server", "-f", "-"); err != nil {
+	if err := d.kubectl(1, agentB, "kubectl apply --dry-run=server -f agent-b.yaml   # node-exporter.yaml, renamed, on port 9103", "apply", "--dry-run=server", "-f", "-"); err != nil {
 		return err
 	}
 	if err := d.kubectl(1, agentB, "kubectl apply --server-side -f agent-b.yaml", "apply", "--server-side", "-f", "-"); err != nil {
