@@ -2,6 +2,7 @@ package clusterview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -416,5 +417,44 @@ func BenchmarkFitView_HeapPerPod(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(pods)), "B/pod")
 		runtime.KeepAlive(v)
+	}
+}
+
+// BenchmarkFitView_StatusUpdate is one Pod update that changes nothing the
+// view keeps (a status report), in a view of 20,000 Pods.
+func BenchmarkFitView_StatusUpdate(b *testing.B) {
+	v, _ := startFitView(b)
+	v.init()
+	var nodes, pods []any
+	for i := range 2000 {
+		name := fmt.Sprintf("node-%05d", i)
+		nodes = append(nodes, fitTestNode(name, "8"))
+		for j := range 10 {
+			pods = append(pods, fitTestPod(fmt.Sprintf("p-%d-%d", i, j), name, "100m"))
+		}
+	}
+	if err := (fitNodeStore{v}).Replace(nodes, ""); err != nil {
+		b.Fatal(err)
+	}
+	if err := (fitPodStore{v}).Replace(pods, ""); err != nil {
+		b.Fatal(err)
+	}
+	if err := errors.Join((fitClassStore{v}).Replace(nil, ""), (fitNamespaceStore{v}).Replace(nil, "")); err != nil {
+		b.Fatal(err)
+	}
+	if v.Cluster() == nil {
+		b.Fatal("no cluster after every list")
+	}
+	i := 0
+	for b.Loop() {
+		p := pods[i%len(pods)].(*corev1.Pod).DeepCopy()
+		p.Status.Message = fmt.Sprint(i)
+		if err := (fitPodStore{v}).Update(p); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if v.changed {
+		b.Fatal("a status report changed the view")
 	}
 }

@@ -165,6 +165,45 @@ type Node struct {
 	// workload is the most important of Pods that no DaemonSet controls,
 	// below the system classes (Cluster.WorkloadPriority); set by Sort.
 	workload *Pod
+	// used is the sum of the Pods' requests, set (summed) by Sort: a
+	// prediction checks it first, as the scheduler would, and looks at
+	// the Pods one by one only where the Pod does not fit outright.
+	used   Resources
+	summed bool
+}
+
+// fitsOutright reports whether a Pod asking for want fits on the node
+// without the Pods of owner (a DaemonSet's own old Pods, which make way),
+// by NodeResourcesFit's sums alone: true only when the node has no
+// nominated Pods and the sums leave room for every resource asked for.
+// False means "look closer", not "does not fit".
+func (n *Node) fitsOutright(want *Resources, owner string) bool {
+	if !n.summed || len(n.Nominated) > 0 {
+		return false
+	}
+	count := int64(len(n.Pods))
+	var own Resources
+	for i := range n.Pods {
+		if p := &n.Pods[i]; p.Owner != "" && p.Owner == owner {
+			count--
+			own.Add(p.Requests)
+		}
+	}
+	if count+1 > n.AllowedPods {
+		return false
+	}
+	free := func(have, used, mine int64) int64 { return have - used + mine }
+	if want.MilliCPU > 0 && want.MilliCPU > free(n.Allocatable.MilliCPU, n.used.MilliCPU, own.MilliCPU) ||
+		want.Memory > 0 && want.Memory > free(n.Allocatable.Memory, n.used.Memory, own.Memory) ||
+		want.EphemeralStorage > 0 && want.EphemeralStorage > free(n.Allocatable.EphemeralStorage, n.used.EphemeralStorage, own.EphemeralStorage) {
+		return false
+	}
+	for name, v := range want.Scalar {
+		if v > 0 && v > free(n.Allocatable.Scalar[name], n.used.Scalar[name], own.Scalar[name]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Label returns the value of the node's label key.
@@ -252,9 +291,10 @@ func SortPods(pods []Pod) { slices.SortFunc(pods, func(a, b Pod) int { return mo
 // already in order (SortPods), without writing them: a caller that shares
 // them between Clusters publishes them so.
 func (n *Node) Sorted() {
-	n.workload = nil
+	n.workload, n.used, n.summed = nil, Resources{}, true
 	for i := range n.Pods {
 		p := &n.Pods[i]
+		n.used.Add(p.Requests)
 		if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
 			(n.workload == nil || p.Priority > n.workload.Priority ||
 				p.Priority == n.workload.Priority && p.Key < n.workload.Key) {

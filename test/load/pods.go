@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -148,6 +149,11 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		_, _ = fs.done()
 		return err
 	}
+	var prof *profiler
+	if r.opts.profile != "" && env.dsguardPprof != "" {
+		prof = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-pod-updates.pprof")}
+		prof.start(r.opts.window)
+	}
 	ph.load = pace(ctx, 50, r.opts.window, 64, func(ctx context.Context, i int) error {
 		patch := fmt.Sprintf(`{"status":{"message":"probe %d"}}`, i)
 		_, err := env.kube.CoreV1().Pods(nsPods).Patch(ctx, fmt.Sprintf("p-%d", i%n), types.MergePatchType,
@@ -158,6 +164,9 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 	ph.use, uerr = s.done()
 	ph.floor, ferr = fs.done()
 	ph.nodeFloor, nerr = ns.done()
+	if prof != nil {
+		uerr = errors.Join(uerr, prof.wait())
+	}
 	if err := errors.Join(ctx.Err(), uerr, ferr, nerr); err != nil {
 		return err
 	}
