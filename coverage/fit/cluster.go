@@ -16,9 +16,11 @@ import (
 // records of the Pods on them, its PriorityClasses and its namespaces'
 // labels. It holds no Pod objects.
 type Cluster struct {
-	nodes      map[string]*Node
-	list       []*Node
-	domain     *Domain
+	nodes  map[string]*Node
+	list   []*Node
+	domain *Domain
+	// ports is set when some Pod holds a host port.
+	ports      bool
 	priorities *Priorities
 	namespaces map[string]map[string]string
 	pods       int
@@ -107,6 +109,7 @@ func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces m
 	for _, n := range list {
 		c.nodes[n.Name] = n
 		c.pods += len(n.Pods) + len(n.Nominated)
+		c.ports = c.ports || n.ports || !n.summed && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.Ports) > 0 })
 		if p := n.workload; p != nil && (c.workload == nil || p.Priority > c.workload.Priority ||
 			p.Priority == c.workload.Priority && p.Key < c.workload.Key) {
 			c.workload = p

@@ -13,6 +13,13 @@ func (c *Cluster) Node(name string) *Node { return c.nodes[name] }
 // Nodes returns the cluster's nodes, sorted by name; they are only read.
 func (c *Cluster) Nodes() []*Node { return c.list }
 
+// NodesWithAntiAffinity returns the nodes that hold a Pod with required
+// anti-affinity terms; they are only read.
+func (c *Cluster) NodesWithAntiAffinity() []*Node { return c.domain.withTerms }
+
+// HoldsHostPorts reports whether any Pod bound to a node holds a host port.
+func (c *Cluster) HoldsHostPorts() bool { return c.ports }
+
 // NamespaceLabels returns a namespace's labels as the cluster knows them.
 func (c *Cluster) NamespaceLabels(namespace string) map[string]string { return c.namespaces[namespace] }
 

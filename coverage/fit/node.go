@@ -170,6 +170,8 @@ type Node struct {
 	// the Pods one by one only where the Pod does not fit outright.
 	used   Resources
 	summed bool
+	// ports is set by Sort when a Pod holds a host port.
+	ports bool
 }
 
 // fitsOutright reports whether a Pod asking for want fits on the node
@@ -291,10 +293,11 @@ func SortPods(pods []Pod) { slices.SortFunc(pods, func(a, b Pod) int { return mo
 // already in order (SortPods), without writing them: a caller that shares
 // them between Clusters publishes them so.
 func (n *Node) Sorted() {
-	n.workload, n.used, n.summed = nil, Resources{}, true
+	n.workload, n.used, n.summed, n.ports = nil, Resources{}, true, false
 	for i := range n.Pods {
 		p := &n.Pods[i]
 		n.used.Add(p.Requests)
+		n.ports = n.ports || len(p.Ports) > 0
 		if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
 			(n.workload == nil || p.Priority > n.workload.Priority ||
 				p.Priority == n.workload.Priority && p.Key < n.workload.Key) {

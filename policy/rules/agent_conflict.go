@@ -82,21 +82,14 @@ type conflictScope struct {
 	listed map[string]bool
 }
 
-// newConflictScope returns the scope, or nil when there is nothing to
-// compare (no live coverage, no other DaemonSets known).
+// newConflictScope returns the scope with the other DaemonSets listed, or
+// nil when they are not known. The covered nodes are found by cover, once
+// a rule knows it has something to compare.
 func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 	if env.DaemonSets == nil {
 		return nil
 	}
-	cov := env.Coverage(ds)
-	if cov == nil || cov.Eligible == 0 {
-		return nil
-	}
-	s := &conflictScope{ds: ds, env: env, covered: coverage.EligibleNodes(cov, env.Nodes), listed: map[string]bool{}}
-	s.coveredSet = make(map[string]bool, len(s.covered))
-	for _, n := range s.covered {
-		s.coveredSet[n] = true
-	}
+	s := &conflictScope{ds: ds, env: env, listed: map[string]bool{}}
 	self := ds.Namespace + "/" + ds.Name
 	s.listed[self] = true
 	for _, o := range env.DaemonSets() {
@@ -108,6 +101,21 @@ func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 		s.others = append(s.others, o)
 	}
 	return s
+}
+
+// cover finds the nodes ds covers; false when there are none or the
+// coverage is not known.
+func (s *conflictScope) cover() bool {
+	cov := s.env.Coverage(s.ds)
+	if cov == nil || cov.Eligible == 0 {
+		return false
+	}
+	s.covered = coverage.EligibleNodes(cov, s.env.Nodes)
+	s.coveredSet = make(map[string]bool, len(s.covered))
+	for _, n := range s.covered {
+		s.coveredSet[n] = true
+	}
+	return true
 }
 
 // eligible returns the nodes other covers, sorted.
@@ -229,14 +237,23 @@ func checkHostPortConflict(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoPa
 	if s == nil {
 		return nil
 	}
-	var hits []agentConflict
+	type rival struct {
+		ds     *appsv1.DaemonSet
+		shared []fit.HostPort
+	}
+	var rivals []rival
 	for _, o := range s.others {
-		shared := fit.SharedPorts(mine, fit.HostPorts(&o.Spec.Template.Spec))
-		if len(shared) == 0 {
-			continue
+		if shared := fit.SharedPorts(mine, fit.HostPorts(&o.Spec.Template.Spec)); len(shared) > 0 {
+			rivals = append(rivals, rival{o, shared})
 		}
-		if nodes := s.coveredByBoth(s.eligible(o)); len(nodes) > 0 {
-			hits = append(hits, agentConflict{with: "DaemonSet " + o.Namespace + "/" + o.Name, what: portList(shared), nodes: nodes})
+	}
+	if len(rivals) == 0 && (env.Fit == nil || !env.Fit.HoldsHostPorts()) || !s.cover() {
+		return nil
+	}
+	var hits []agentConflict
+	for _, o := range rivals {
+		if nodes := s.coveredByBoth(s.eligible(o.ds)); len(nodes) > 0 {
+			hits = append(hits, agentConflict{with: "DaemonSet " + o.ds.Namespace + "/" + o.ds.Name, what: portList(o.shared), nodes: nodes})
 		}
 	}
 	var pods podConflicts
@@ -276,17 +293,30 @@ func checkAntiAffinityConflict(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.
 	if err != nil {
 		return nil // the API server's validation refuses a malformed term first
 	}
-	var hits []agentConflict
-	domains := map[string]map[string]string{} // topology key → node → value
+	type rival struct {
+		ds   *appsv1.DaemonSet
+		keys []string
+	}
+	var rivals []rival
 	for _, o := range s.others {
 		other, err := fit.SideOf(o.Namespace, nsLabels(o.Namespace), &o.Spec.Template)
 		if err != nil {
 			continue
 		}
-		keys := fit.Repels(me, other)
-		if len(keys) == 0 {
-			continue
+		if keys := fit.Repels(me, other); len(keys) > 0 {
+			rivals = append(rivals, rival{o, keys})
 		}
+	}
+	// Bound Pods matter when the agent has terms (any Pod may match them)
+	// or some Pod has terms of its own.
+	podsMatter := env.Fit != nil && (len(me.Terms) > 0 || len(env.Fit.NodesWithAntiAffinity()) > 0)
+	if len(rivals) == 0 && !podsMatter || !s.cover() {
+		return nil
+	}
+	var hits []agentConflict
+	domains := map[string]map[string]string{} // topology key → node → value
+	for _, r := range rivals {
+		o, keys := r.ds, r.keys
 		theirs := s.eligible(o)
 		var nodes []string
 		for _, key := range keys {
@@ -310,8 +340,13 @@ func (s *conflictScope) repellingPods(me *fit.Side, nsLabels func(string) map[st
 	if s.env.Fit == nil {
 		return nil
 	}
+	// Without terms of its own, only Pods with terms can repel the agent.
+	nodes := s.env.Fit.NodesWithAntiAffinity()
+	if len(me.Terms) > 0 {
+		nodes = s.env.Fit.Nodes()
+	}
 	var pods podConflicts
-	for _, n := range s.env.Fit.Nodes() {
+	for _, n := range nodes {
 		for i := range n.Pods {
 			p := &n.Pods[i]
 			if p.Owner != "" && s.listed[p.Owner] || len(me.Terms) == 0 && len(p.AntiAffinity) == 0 {
