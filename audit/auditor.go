@@ -47,7 +47,10 @@ type Auditor struct {
 	Nodes *clusterview.NodeView
 	// Fit, when set, returns what kube-scheduler weighs on the nodes, or
 	// nil until it is known: resource-fit and priority-class judge by it.
-	Fit      func() *fit.Cluster
+	Fit func() *fit.Cluster
+	// Others, when set, lists the DaemonSets an audited one is compared
+	// with (a memoized list); unset, the cache is listed for each audit.
+	Others   func(ctx context.Context) ([]*appsv1.DaemonSet, error)
 	Source   *clusterview.PolicySource
 	Recorder events.EventRecorder
 	Log      logr.Logger
@@ -556,7 +559,11 @@ func notify(ch chan struct{}) {
 // others lists the DaemonSets an audited one is compared with; nil when the
 // cache cannot list them.
 func (a *Auditor) others(ctx context.Context) []*appsv1.DaemonSet {
-	dss, err := a.daemonSets(ctx)
+	list := a.daemonSets
+	if a.Others != nil {
+		list = a.Others
+	}
+	dss, err := list(ctx)
 	if err != nil {
 		a.Log.Error(err, "listing DaemonSets to compare with")
 	}

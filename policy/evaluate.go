@@ -90,6 +90,8 @@ type predicted struct {
 	coverage *coverage.Coverage
 	// fit is nil until predicted on the covered nodes.
 	fit *fit.Report
+	// covered is nil until CoveredNodes names them.
+	covered []string
 }
 
 // judged returns the cache for ds on env.Nodes, judging the placement's
@@ -125,18 +127,33 @@ func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
 // its placement covers; nil when env.Fit or the coverage is not known. It
 // is kept in env like the coverage.
 func (env *Env) FitReport(ds *appsv1.DaemonSet) *fit.Report {
-	if env.Fit == nil {
+	if env.Fit == nil || !env.Fit.Known() {
 		return nil
 	}
+	nodes := env.CoveredNodes(ds)
+	if nodes == nil {
+		return nil
+	}
+	c := env.judged(ds)
+	if c.fit == nil {
+		c.fit = env.Fit.PredictDaemonSet(ds, nodes)
+	}
+	return c.fit
+}
+
+// CoveredNodes returns, sorted, the nodes of env.Nodes the placement of ds
+// covers; nil when the coverage is not known. It is kept in env like the
+// coverage.
+func (env *Env) CoveredNodes(ds *appsv1.DaemonSet) []string {
 	cov := env.Coverage(ds)
 	if cov == nil {
 		return nil
 	}
 	c := env.judged(ds)
-	if c.fit == nil {
-		c.fit = env.Fit.PredictDaemonSet(ds, coverage.EligibleNodes(cov, env.Nodes))
+	if c.covered == nil {
+		c.covered = coverage.EligibleNodes(cov, env.Nodes)
 	}
-	return c.fit
+	return c.covered
 }
 
 // Evaluate runs every rule in scope against ds and returns the findings,

@@ -196,10 +196,16 @@ func runServe(o *serveOptions) error {
 	if err := o.modes.setUp(o, mgr, source, lastGood); err != nil {
 		return err
 	}
-	if err := o.addAuditor(mgr, source, nodes, fitView); err != nil {
+	// The DaemonSets the rules that compare agents read, at admission and
+	// in the audit.
+	daemonSets, err := clusterview.NewDaemonSetLister(context.Background(), mgr.GetCache())
+	if err != nil {
+		return fmt.Errorf("DaemonSet informer: %w", err)
+	}
+	if err := o.addAuditor(mgr, source, nodes, fitView, daemonSets); err != nil {
 		return err
 	}
-	if err := o.registerWebhooks(mgr, scheme, ref, source, nodes, fitView, m); err != nil {
+	if err := o.registerWebhooks(mgr, scheme, ref, source, nodes, fitView, daemonSets, m); err != nil {
 		return err
 	}
 	webhookServer := mgr.GetWebhookServer().(*dswebhook.Server)
@@ -405,7 +411,7 @@ const auditLease = "dsguard-coverage"
 // addAuditor adds the auditor and its OpenReports writer, elected by a Lease
 // of its own (audit.Elected) unless --leader-elect=false.
 func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView,
-	fitView *clusterview.FitView) error {
+	fitView *clusterview.FitView, daemonSets *clusterview.DaemonSetLister) error {
 	// The auditor's Events go through a sink of their own, which keeps no
 	// copy of what it sent (see audit.EventSink).
 	events := audit.NewEventSink(mgr.GetClient(), mgr.GetScheme(), "dsguard", ctrl.Log.WithName("events"))
@@ -425,6 +431,7 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 	if fitView != nil {
 		a.Fit = fitView.Cluster
 	}
+	a.Others = daemonSets.List
 	var auditor manager.Runnable = a
 	if o.leaderElect {
 		// Core v1 Events, as the leader election in client-go expects its recorder.
@@ -440,25 +447,14 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 // registerWebhooks puts the DaemonSet handler, the policy ConfigMap
 // validator and the Node change handler on the webhook server.
 func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme, ref clusterview.PolicyRef,
-	source *clusterview.PolicySource, nodes *clusterview.NodeView, fitView *clusterview.FitView, m *dswebhook.Metrics) error {
+	source *clusterview.PolicySource, nodes *clusterview.NodeView, fitView *clusterview.FitView,
+	daemonSets *clusterview.DaemonSetLister, m *dswebhook.Metrics) error {
 	srv := mgr.GetWebhookServer()
 	dsHandler := dswebhook.NewDaemonSetHandler(scheme, source, m, o.namespace, nodes)
 	if fitView != nil {
 		dsHandler.Fit = fitView.Cluster
 	}
-	// The informer the Node change handler registers (below) serves the
-	// comparisons between agents; UnsafeDisableDeepCopy: only read.
-	dsHandler.DaemonSets = func(ctx context.Context) ([]*appsv1.DaemonSet, error) {
-		var list appsv1.DaemonSetList
-		if err := mgr.GetCache().List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		out := make([]*appsv1.DaemonSet, len(list.Items))
-		for i := range list.Items {
-			out[i] = &list.Items[i]
-		}
-		return out, nil
-	}
+	dsHandler.DaemonSets = daemonSets.List
 	dsHandler.FailOpenNamespaces = o.failOpen
 	dsHandler.ClientAuth = o.clientCAFile != ""
 	dsHandler.PodSample = func(ctx context.Context, ds *appsv1.DaemonSet) ([]corev1.Pod, error) {

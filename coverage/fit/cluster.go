@@ -19,11 +19,12 @@ type Cluster struct {
 	nodes  map[string]*Node
 	list   []*Node
 	domain *Domain
-	// ports is set when some Pod holds a host port.
-	ports      bool
-	priorities *Priorities
-	namespaces map[string]map[string]string
-	pods       int
+	// ports is set when some Pod holds a host port, known when some
+	// node's allocatable is.
+	ports, known bool
+	priorities   *Priorities
+	namespaces   map[string]map[string]string
+	pods         int
 	// workload is the most important Pod that no DaemonSet controls,
 	// below the system classes (see WorkloadPriority).
 	workload *Pod
@@ -108,6 +109,7 @@ func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces m
 		priorities: NewPriorities(classes), namespaces: namespaces}
 	for _, n := range list {
 		c.nodes[n.Name] = n
+		c.known = c.known || n.Known()
 		c.pods += len(n.Pods) + len(n.Nominated)
 		c.ports = c.ports || n.ports || !n.summed && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.Ports) > 0 })
 		if p := n.workload; p != nil && (c.workload == nil || p.Priority > c.workload.Priority ||
@@ -145,7 +147,7 @@ func (c *Cluster) Pods() int { return c.pods }
 func (n *Node) Known() bool { return !n.Allocatable.IsZero() || n.AllowedPods > 0 }
 
 // Known reports whether any node's allocatable is known.
-func (c *Cluster) Known() bool { return slices.ContainsFunc(c.list, (*Node).Known) }
+func (c *Cluster) Known() bool { return c.known }
 
 // Report is the prediction for a DaemonSet's Pods on the nodes its
 // placement covers.

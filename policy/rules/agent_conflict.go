@@ -106,11 +106,9 @@ func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 // cover finds the nodes ds covers; false when there are none or the
 // coverage is not known.
 func (s *conflictScope) cover() bool {
-	cov := s.env.Coverage(s.ds)
-	if cov == nil || cov.Eligible == 0 {
+	if s.covered = s.env.CoveredNodes(s.ds); len(s.covered) == 0 {
 		return false
 	}
-	s.covered = coverage.EligibleNodes(cov, s.env.Nodes)
 	s.coveredSet = make(map[string]bool, len(s.covered))
 	for _, n := range s.covered {
 		s.coveredSet[n] = true
