@@ -70,7 +70,7 @@ type observed struct {
 func TestFit_MatchesKubeScheduler(t *testing.T) {
 	seed, count := settings(t)
 	fmt.Fprintf(os.Stderr, "fit: seed %d, %d scenarios (replay: DSGUARD_FIT_SEED=%d)\n", seed, count, seed)
-	t.Logf("seed %d (replay: DSGUARD_FIT_SEED=%d)", seed, seed)
+	t.Logf("figures: seed %d (replay: DSGUARD_FIT_SEED=%d)", seed, seed)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
@@ -82,19 +82,19 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 		scenarios[i] = generate(r, run, i)
 	}
 	setUp(ctx, t, scenarios)
-	t.Logf("created %d nodes and %d bound Pods in %s", count, countFillers(scenarios), time.Since(start).Round(time.Millisecond))
+	t.Logf("figures: created %d nodes and %d bound Pods in %s", count, countFillers(scenarios), time.Since(start).Round(time.Millisecond))
 
 	predictions := predict(t, scenarios)
 	// The same, as a user gets it: the cluster dumped with kubectl, the
 	// DaemonSets judged by dsguard check --nodes.
 	cliStart := time.Now()
 	cli := cliPredict(t, scenarios)
-	t.Logf("kubectl's dump and dsguard check took %s", time.Since(cliStart).Round(time.Millisecond))
+	t.Logf("figures: kubectl's dump and dsguard check took %s", time.Since(cliStart).Round(time.Millisecond))
 
 	// The scheduler must see the bound Pods, started, before the agents
 	// arrive: its cache follows a watch.
 	took := schedulerCaughtUp(ctx, t)
-	t.Logf("kube-scheduler's cache holds every Pod written %s after the last write", took.Round(time.Millisecond))
+	t.Logf("figures: kube-scheduler's cache holds every Pod written %s after the last write", took.Round(time.Millisecond))
 	createStart := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -108,7 +108,7 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 		t.Fatalf("creating the DaemonSets: %v", err)
 	}
 	obs := settle(ctx, t, scenarios)
-	t.Logf("the DaemonSet controller and the scheduler settled %d agents in %s", count, time.Since(createStart).Round(time.Millisecond))
+	t.Logf("figures: the DaemonSet controller and the scheduler settled %d agents in %s", count, time.Since(createStart).Round(time.Millisecond))
 
 	var mismatches []string
 	kinds := map[fit.Kind]int{}
@@ -136,7 +136,7 @@ func TestFit_MatchesKubeScheduler(t *testing.T) {
 		share(reasons[fit.ReasonPorts]), share(reasons[fit.ReasonTooManyPods]), share(reasons[fit.ReasonAntiAffinity]),
 		share(reasons[fit.ReasonExistingAntiAffinity]), len(mismatches), time.Since(start).Round(time.Millisecond))
 	fmt.Fprintln(os.Stderr, summary)
-	t.Log(summary)
+	t.Log("figures: " + summary)
 	for i, m := range mismatches {
 		if i == 20 {
 			t.Errorf("... and %d more mismatches", len(mismatches)-20)
