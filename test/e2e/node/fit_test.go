@@ -64,8 +64,8 @@ func TestFit_RealKubelet(t *testing.T) {
 	}
 	tooMuch := resource.NewMilliQuantity(q.MilliValue()+1000, resource.DecimalSI).String()
 	t.Cleanup(func() {
-		cluster.Kubectl(t.Context(), "", "delete", "daemonset", "-n", "monitoring", "fit-small", "fit-huge", "--wait=false")
-		cluster.Kubectl(t.Context(), "", "delete", "pod", "-n", "monitoring", "fit-bound", "--wait=false")
+		cleanupKubectl(t, "delete", "daemonset", "-n", "monitoring", "fit-small", "fit-huge", "--ignore-not-found", "--wait=true")
+		cleanupKubectl(t, "delete", "pod", "-n", "monitoring", "fit-bound", "--ignore-not-found", "--wait=true")
 	})
 
 	// dsguard is ready only once its fit view has listed the cluster.

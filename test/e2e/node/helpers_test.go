@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,19 @@ func splitLines(s string) []string { return strings.Split(strings.TrimRight(s, "
 func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	t.Helper()
 	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
+}
+
+// cleanupKubectl runs kubectl from a t.Cleanup function: t.Context() is
+// already cancelled there, and what a test leaves behind (a taint, a
+// DaemonSet) changes what the next test on the shared node sees. What is
+// already gone (a taint never set, an object deleted) is no error.
+func cleanupKubectl(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 3*time.Minute)
+	defer cancel()
+	if r := cluster.Kubectl(ctx, "", args...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("cleaning up: %s", r.Error())
+	}
 }
 
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
