@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +37,7 @@ func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 // already gone (a taint never set, an object deleted) is no error.
 func cleanupKubectl(t *testing.T, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 3*time.Minute)
+	ctx, cancel := framework.CleanupContext(t, 3*time.Minute)
 	defer cancel()
 	if r := cluster.Kubectl(ctx, "", args...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
 		t.Errorf("cleaning up: %s", r.Error())
