@@ -43,6 +43,14 @@ type Rule struct {
 	// leave the rule out (it needs what CEL in the API server does not see)
 	// and who judges it instead; docs/modes.md prints it.
 	NotRendered string
+	// CEL renders the rule for the generated ValidatingAdmissionPolicies:
+	// its checks under the policy document. Set only on rules that need
+	// nothing CEL in the API server does not see (then NotRendered is
+	// empty).
+	CEL func(in CELInput) []CELCheck
+	// CELGaps lists what the rule's generated policies do not check the way
+	// the webhook does; docs/modes.md and each policy's annotation carry it.
+	CELGaps []string
 
 	check func(ds *appsv1.DaemonSet, env *Env, params any) []Finding
 	// newConfig returns the rule's part of the built-in policy, typed with
@@ -130,6 +138,10 @@ func (r *Rule) wellFormed() error {
 		return fmt.Errorf("rule %s: remediation must be a sentence ending with a period", r.ID)
 	case !r.DefaultAction.Valid():
 		return fmt.Errorf("rule %s: invalid default action %q", r.ID, r.DefaultAction)
+	case r.CEL != nil && r.NotRendered != "":
+		return fmt.Errorf("rule %s: a rule with a CEL form is rendered: NotRendered must be empty", r.ID)
+	case r.CEL == nil && len(r.CELGaps) > 0:
+		return fmt.Errorf("rule %s: CELGaps without a CEL form", r.ID)
 	case r.check == nil || r.newConfig == nil:
 		return fmt.Errorf("rule %s: not made by NewRule", r.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 // GateName names the policies that apply the exemption gate
@@ -47,7 +48,7 @@ func renderGate(cfg *policy.Config, opts Options) ([]admissionregistrationv1.Val
 	conds := bypassCondition(cfg)
 	conds = append(conds, admissionregistrationv1.MatchCondition{
 		Name:       "requester-not-in-allowed-groups",
-		Expression: fmt.Sprintf("!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s))", litList(groups)),
+		Expression: fmt.Sprintf("!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s))", celform.LitList(groups)),
 	})
 	const (
 		intended = policy.IntendedCoverageAnnotation
@@ -57,26 +58,26 @@ func renderGate(cfg *policy.Config, opts Options) ([]admissionregistrationv1.Val
 	// another value (policy's annotationWritten).
 	written := fmt.Sprintf("has(object.metadata.annotations) ? object.metadata.annotations.filter(k, (k == %s || k.startsWith(%s)) && "+
 		"(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || "+
-		"oldObject.metadata.annotations[k] != object.metadata.annotations[k])) : []", lit(intended), lit(prefix))
+		"oldObject.metadata.annotations[k] != object.metadata.annotations[k])) : []", celform.Lit(intended), celform.Lit(prefix))
 	variables := []admissionregistrationv1.Variable{{Name: writtenVar, Expression: written}}
 
 	// The webhook's message, sorted as it sorts the keys, on one line (a
 	// message with a line break is refused by the API server). Keys are
 	// sorted by rank (the number of keys before each), bound once (see
-	// containerCheck); past gateMessageKeys the first key and a count.
+	// celform.ContainerCheck); past gateMessageKeys the first key and a count.
 	allowed := strings.Join(groups, ", ")
 	what := fmt.Sprintf("[variables.%s].map(w, size(w) == 1 ? 'annotation ' + w[0] : size(w) <= %d ? "+
 		"'annotations ' + [w.map(k, size(w.filter(j, j < k)))].map(r, w.transformList(i, x, w[r.indexOf(i)]))[0].join(', ') : "+
 		"'annotations ' + w.min() + ' and ' + string(size(w) - 1) + ' more')[0]", writtenVar, gateMessageKeys)
 	user := "(has(request.userInfo.username) ? request.userInfo.username : '')"
 	message := func(verb, note string) string {
-		parts := []string{lit("dsguard " + verb + " the change to "), what,
-			lit(": only members of " + allowed + " may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and "),
-			user, lit(" is not one")}
+		parts := []string{celform.Lit("dsguard " + verb + " the change to "), what,
+			celform.Lit(": only members of " + allowed + " may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and "),
+			user, celform.Lit(" is not one")}
 		if note != "" {
 			parts = append(parts, note)
 		}
-		parts = append(parts, lit("; fix: ask a member of "+allowed+" to apply it, or leave the annotation as it was; removing it is always allowed."))
+		parts = append(parts, celform.Lit("; fix: ask a member of "+allowed+" to apply it, or leave the annotation as it was; removing it is always allowed."))
 		return strings.Join(parts, " + ")
 	}
 	// The static message stands in when the expression cannot be evaluated.
@@ -119,7 +120,7 @@ func renderGate(cfg *policy.Config, opts Options) ([]admissionregistrationv1.Val
 		warnSel := &metav1.LabelSelector{}
 		addNamespaceReq(warnSel, metav1.LabelSelectorOpIn, failOpen)
 		p, b := generated(NamePrefix+GateName+"-warn", labels, annotations, spec(admissionregistrationv1.Ignore, warnSel,
-			"would refuse", lit("; admitted: namespace ")+" + request.namespace + "+lit(" fails open, where dsguard only warns")),
+			"would refuse", celform.Lit("; admitted: namespace ")+" + request.namespace + "+celform.Lit(" fails open, where dsguard only warns")),
 			admissionregistrationv1.Warn)
 		policies, bindings = append(policies, p), append(bindings, b)
 	}

@@ -44,7 +44,7 @@ type requester struct {
 }
 
 const (
-	cptExemption = policy.ExemptionAnnotationPrefix + controlPlaneToleration
+	cptExemption = policy.ExemptionAnnotationPrefix + "control-plane-toleration"
 	intendedKey  = policy.IntendedCoverageAnnotation
 	// grant holds for 30 days after testDay, within maxExemptionDays.
 	grant = "migration OPS-1; expires=2026-07-01"

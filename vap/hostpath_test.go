@@ -8,14 +8,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // TestRender_HostPathMessageReadsAFixedNumberOfItems checks the
 // host-path-read-only message both ways: it names the first offending
-// container and mount among the first hostPathMessageItems, and past them
+// container and mount among the first rules.HostPathMessageItems, and past them
 // it still denies, with a message that says how far it read.
 func TestRender_HostPathMessageReadsAFixedNumberOfItems(t *testing.T) {
-	handler, policies := ruleAlone(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  host-path-read-only: {action: deny}\n", hostPathReadOnly)
+	handler, policies := ruleAlone(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  host-path-read-only: {action: deny}\n", "host-path-read-only")
 	daemonSet := func(containers, offender int) *appsv1.DaemonSet {
 		spec := corev1.PodSpec{Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/log"}}}}}
 		for i := range containers {
@@ -31,8 +33,8 @@ func TestRender_HostPathMessageReadsAFixedNumberOfItems(t *testing.T) {
 		wantInMessage        string
 	}{
 		{"the first container", 1, 0, `container "c0" mounts hostPath /var/log writable`},
-		{"the last container read", hostPathMessageItems, hostPathMessageItems - 1, fmt.Sprintf(`container "c%d" mounts hostPath /var/log writable`, hostPathMessageItems-1)},
-		{"past the containers read", hostPathMessageItems + 1, hostPathMessageItems, fmt.Sprintf("reads the first %d containers", hostPathMessageItems)},
+		{"the last container read", rules.HostPathMessageItems, rules.HostPathMessageItems - 1, fmt.Sprintf(`container "c%d" mounts hostPath /var/log writable`, rules.HostPathMessageItems-1)},
+		{"past the containers read", rules.HostPathMessageItems + 1, rules.HostPathMessageItems, fmt.Sprintf("reads the first %d containers", rules.HostPathMessageItems)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := request{namespace: "fixtures", object: daemonSet(tc.containers, tc.offender)}

@@ -178,7 +178,7 @@ func TestRender_ControlPlaneTolerationFollowsTheModelNodes(t *testing.T) {
 	compiledPolicies := map[string][]compiled{}
 	webhooks := map[string]*webhook.DaemonSetHandler{}
 	for name, doc := range placementPolicies {
-		webhooks[name], compiledPolicies[name] = ruleAlone(t, doc, controlPlaneToleration)
+		webhooks[name], compiledPolicies[name] = ruleAlone(t, doc, "control-plane-toleration")
 	}
 	for _, tc := range placementCases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -82,13 +83,14 @@ func Render(cfg *policy.Config, opts Options) (*Result, error) {
 	}
 	today := opts.Today.UTC().Format(time.DateOnly)
 	res := &Result{NotExpressed: map[string][]string{}, Today: today}
-	for _, r := range rules.Builtin().Rules() {
+	catalogue := rules.Builtin().Rules()
+	for _, r := range catalogue {
 		res.NotExpressed[r.ID] = notExpressed(r.ID)
-		action := ruleAction(cfg, r.ID)
-		if action == policy.ActionOff || !Renders(r.ID) {
+		action := celform.RuleAction(cfg, r.ID)
+		if action == policy.ActionOff || r.CEL == nil {
 			continue
 		}
-		checks := checksFor(r.ID, cfg, today)
+		checks := r.CEL(policy.CELInput{Config: cfg, Today: today, Catalogue: catalogue})
 		for _, t := range namespaceTiers(cfg, action) {
 			for _, u := range units(r.ID, t, checks, *cfg.Ratcheting) {
 				p, b := build(cfg, opts, r, t, u, today)
@@ -104,15 +106,12 @@ func Render(cfg *policy.Config, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// Renders reports whether a rule has a generated policy: every rule that
-// does not need the live node set.
+// Renders reports whether a rule has a generated policy: every rule with a
+// CEL form (policy.Rule.CEL), that is every rule that does not need the
+// live node set.
 func Renders(id string) bool {
-	switch id {
-	case controlPlaneToleration, surgeHostPort, maxUnavailable, readinessProbe, hostPathReadOnly,
-		privileged, imagePinned, updateStrategy, invalidAnnotation:
-		return true
-	}
-	return false
+	r, ok := rules.Builtin().Get(id)
+	return ok && r.CEL != nil
 }
 
 // unit is one generated policy: checks of one rule in one namespace tier,
@@ -133,12 +132,12 @@ type unit struct {
 // introduces, and one that warns about what the webhook softens on UPDATE
 // (an unchanged spec, a DaemonSet being deleted, and, with ratcheting, a
 // finding the old object already had at the same field).
-func units(rule string, t tier, checks []check, ratcheting bool) []unit {
+func units(rule string, t tier, checks []policy.CELCheck, ratcheting bool) []unit {
 	var out []unit
 	for _, eff := range []policy.Action{policy.ActionDeny, policy.ActionWarn, policy.ActionAudit} {
-		var group []check
+		var group []policy.CELCheck
 		for _, c := range checks {
-			if t.action.Weaker(c.cap) == eff {
+			if t.action.Weaker(c.Cap) == eff {
 				group = append(group, c)
 			}
 		}
@@ -152,8 +151,8 @@ func units(rule string, t tier, checks []check, ratcheting bool) []unit {
 		if eff != policy.ActionDeny {
 			u := unit{name: name, action: validationAction(eff)}
 			for _, c := range group {
-				u.addVariables(c.variables)
-				u.validations = append(u.validations, [2]string{"!" + c.violated("object"), c.message})
+				u.addVariables(c.Variables)
+				u.validations = append(u.validations, [2]string{"!" + c.Violated("object"), c.Message})
 			}
 			out = append(out, u)
 			continue
@@ -161,23 +160,23 @@ func units(rule string, t tier, checks []check, ratcheting bool) []unit {
 		deny := unit{name: name, action: admissionregistrationv1.Deny, deny: true}
 		softened := unit{name: name + "-ratcheted", action: admissionregistrationv1.Warn}
 		for i, c := range group {
-			deny.addVariables(c.variables)
-			softened.addVariables(c.variables)
+			deny.addVariables(c.Variables)
+			softened.addVariables(c.Variables)
 			finding, fresh := fmt.Sprintf("finding%d", i), fmt.Sprintf("introduced%d", i)
-			vars := [][2]string{{finding, c.violated("object")}}
+			vars := [][2]string{{finding, c.Violated("object")}}
 			introduced := "variables." + finding
 			if ratcheting {
-				vars = append(vars, [2]string{fresh, fmt.Sprintf("oldObject != null && %s", c.introduced)})
+				vars = append(vars, [2]string{fresh, fmt.Sprintf("oldObject != null && %s", c.Introduced)})
 				introduced = "variables." + fresh
 			}
 			deny.variables = append(deny.variables, vars...)
 			softened.variables = append(softened.variables, vars...)
 			denies := fmt.Sprintf("variables.%s && (oldObject == null || !has(object.metadata.deletionTimestamp) && object.spec != oldObject.spec && %s)",
 				finding, introduced)
-			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", c.message})
+			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", c.Message})
 			softened.validations = append(softened.validations, [2]string{
 				fmt.Sprintf("!variables.%s || oldObject == null || (%s)", finding, denies),
-				c.message + " + ' (not denied on this update: ' + (has(object.metadata.deletionTimestamp) ? 'the DaemonSet is being deleted' : " +
+				c.Message + " + ' (not denied on this update: ' + (has(object.metadata.deletionTimestamp) ? 'the DaemonSet is being deleted' : " +
 					"object.spec == oldObject.spec ? 'spec unchanged by this update' : 'already present before this update') + ')'",
 			})
 		}
@@ -212,7 +211,7 @@ func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, tod
 	if u.deny {
 		failure = opts.FailurePolicy
 	}
-	scope := ruleScope(cfg, r.ID)
+	scope := celform.RuleScope(cfg, r.ID)
 
 	nsSel := &metav1.LabelSelector{}
 	addReq := func(op metav1.LabelSelectorOperator, values []string) { addNamespaceReq(nsSel, op, values) }
@@ -226,14 +225,14 @@ func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, tod
 		if allLiteral(inc) {
 			addReq(metav1.LabelSelectorOpIn, inc)
 		} else {
-			cond("namespace-in-scope", nsMatchesAny(inc))
+			cond("namespace-in-scope", celform.NsMatchesAny(inc))
 		}
 	}
 	if exc := scope.Namespaces.Exclude; len(exc) > 0 {
 		if allLiteral(exc) {
 			addReq(metav1.LabelSelectorOpNotIn, exc)
 		} else {
-			cond("namespace-not-excluded", "!"+nsMatchesAny(exc))
+			cond("namespace-not-excluded", "!"+celform.NsMatchesAny(exc))
 		}
 	}
 	addReq(metav1.LabelSelectorOpIn, t.in)
@@ -252,10 +251,10 @@ func build(cfg *policy.Config, opts Options, r *policy.Rule, t tier, u unit, tod
 		// match; the webhook judges the new ones only.
 		cond("labels-in-scope", labelSelectorCEL(scope.Selector))
 	}
-	if r.Exemptible && exemptionsAllowed(cfg, r.ID) {
-		key := lit(policy.ExemptionAnnotationPrefix + r.ID)
+	if r.Exemptible && celform.ExemptionsAllowed(cfg, r.ID) {
+		key := celform.Lit(policy.ExemptionAnnotationPrefix + r.ID)
 		cond("not-exempted", fmt.Sprintf("!(has(object.metadata.annotations) && %[1]s in object.metadata.annotations && %[2]s)",
-			key, exemptionValid("object.metadata.annotations["+key+"]", today, gateOf(cfg, opts.Today, fmt.Sprint(ruleAction(cfg, r.ID) == policy.ActionDeny)))))
+			key, celform.ExemptionValid("object.metadata.annotations["+key+"]", today, celform.GateOf(cfg, opts.Today, fmt.Sprint(celform.RuleAction(cfg, r.ID) == policy.ActionDeny)))))
 	}
 
 	var variables []admissionregistrationv1.Variable
@@ -313,7 +312,7 @@ func bypassCondition(cfg *policy.Config) []admissionregistrationv1.MatchConditio
 	}
 	return []admissionregistrationv1.MatchCondition{{Name: "not-bypassed", Expression: fmt.Sprintf(
 		"!(has(request.userInfo.username) && request.userInfo.username in %s || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s)))",
-		litList(cfg.Bypass.Users), litList(cfg.Bypass.Groups))}}
+		celform.LitList(cfg.Bypass.Users), celform.LitList(cfg.Bypass.Groups))}}
 }
 
 // daemonSetWrites matches CREATE and UPDATE of apps/v1 DaemonSets (not their
@@ -356,7 +355,7 @@ func generated(name string, labels, annotations map[string]string, spec admissio
 
 func allLiteral(globs []string) bool {
 	for _, g := range globs {
-		if !isLiteralGlob(g) {
+		if !celform.IsLiteralGlob(g) {
 			return false
 		}
 	}
@@ -377,7 +376,7 @@ func PossibleNames() []string {
 		out = append(out, NamePrefix+GateName+"-"+s)
 	}
 	for _, r := range rules.Builtin().Rules() {
-		if !Renders(r.ID) {
+		if r.CEL == nil {
 			continue
 		}
 		for _, s := range NameSuffixes {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -73,59 +74,37 @@ func namespaceTiers(cfg *policy.Config, ruleAction policy.Action) []tier {
 		return out
 	}
 	// Globs: the first matching entry decides, as a chain of conditionals.
-	chain := lit(string(def))
+	chain := celform.Lit(string(def))
 	present := map[policy.Action]bool{def: true}
 	for i := len(cfg.NamespaceEnforcement) - 1; i >= 0; i-- {
 		ne := cfg.NamespaceEnforcement[i]
 		a := entryAction(ne)
 		present[a] = true
-		chain = fmt.Sprintf("%s ? %s : %s", nsMatchesAny(ne.Namespaces), lit(string(a)), chain)
+		chain = fmt.Sprintf("%s ? %s : %s", celform.NsMatchesAny(ne.Namespaces), celform.Lit(string(a)), chain)
 	}
 	for _, a := range actions {
 		if present[a] {
-			out = append(out, tier{action: a, cel: fmt.Sprintf("(%s) == %s", chain, lit(string(a)))})
+			out = append(out, tier{action: a, cel: fmt.Sprintf("(%s) == %s", chain, celform.Lit(string(a)))})
 		}
 	}
 	return out
 }
 
-// notExpressed lists what the generated policies of a rule do not check the
-// way the webhook does. docs/modes.md carries the same list.
+// notExpressed lists what the generated policies of a rule (or of the
+// exemption gate) do not check the way the webhook does. docs/modes.md
+// carries the same list.
 func notExpressed(id string) []string {
-	common := []string{
-		"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
-		"an exemption value longer than 4,096 characters is not honoured (regular expressions cost in proportion to the string)",
-		"exempted findings leave no audit annotation",
-		"exemptions.allowedGroups is applied by the exemption-gate policies, not here: in the fail-open namespaces, where the gate only warns, an exemption that someone outside those groups adds counts for the request that adds it, whose findings of this rule then go unreported (the webhook voids it for that request and warns)",
-	}
-	switch id {
-	case controlPlaneToleration:
-		return append([]string{
-			"a placement (nodeName, nodeSelector, required node affinity) is judged against the model nodes that carry the taint, as the webhook judges it offline, not against the live ones: so no node names in the message, no softening to a warning when no node carries the taint (a managed control plane), and where the live tainted nodes differ from the model (a label the model lacks, one architecture only) the two can judge a placement differently; in vap+webhook mode the webhook keeps judging this rule against the live nodes",
-		}, common...)
-	case maxUnavailable:
-		return append([]string{"the message gives the percentage only, not how many of the live nodes go blind"}, common...)
-	case hostPathReadOnly:
-		return append([]string{"hostPath and allowWritable paths are compared as written, without cleaning '..' or '//'"}, common...)
-	case invalidAnnotation:
-		return []string{
-			"one message per request names the first bad annotation and lists the possible causes rather than the one that applies",
-			"an exemption's expiry is judged against the day the policies were rendered (CEL has no clock); dsguard serve renders them again at least every ten minutes",
-			"an exemption value longer than 4,096 characters is reported as invalid (regular expressions cost in proportion to the string)",
-			"exemptions.allowedGroups is applied by the exemption-gate policies, not here: an exemption or intended coverage that someone outside those groups adds or changes is refused by them (in the fail-open namespaces, warned about), not reported as invalid",
-		}
-	case GateName:
+	if id == GateName {
 		return []string{"with more than 32 gated annotations added or changed at once, the message names the first and counts the rest (the webhook names them all)"}
-	case surgeHostPort, readinessProbe, privileged, imagePinned, updateStrategy:
-		return common
 	}
-	if !Renders(id) {
-		if r, ok := rules.Builtin().Get(id); ok && r.NotRendered != "" {
-			return []string{"not rendered: " + r.NotRendered}
-		}
-		return []string{"not rendered"}
+	r, ok := rules.Builtin().Get(id)
+	switch {
+	case ok && r.CEL != nil:
+		return r.CELGaps
+	case ok && r.NotRendered != "":
+		return []string{"not rendered: " + r.NotRendered}
 	}
-	return common
+	return []string{"not rendered"}
 }
 
 // notExpressedIDs are the rule IDs, in catalogue order, then the exemption

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const controlPlaneTolerationID = "control-plane-toleration"
@@ -128,6 +130,8 @@ var controlPlaneTolerationRule = policy.WithReportedTaints(policy.NewRule(policy
 		Default:     "[{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]",
 		Description: "Taints every DaemonSet must tolerate. Effect is NoSchedule or NoExecute.",
 	}},
+	CEL:     controlPlaneTolerationCEL,
+	CELGaps: celform.Gaps("a placement (nodeName, nodeSelector, required node affinity) is judged against the model nodes that carry the taint, as the webhook judges it offline, not against the live ones: so no node names in the message, no softening to a warning when no node carries the taint (a managed control plane), and where the live tainted nodes differ from the model (a label the model lacks, one architecture only) the two can judge a placement differently; in vap+webhook mode the webhook keeps judging this rule against the live nodes"),
 }, defaultControlPlaneTolerationParams, checkControlPlaneToleration), reportedTaints)
 
 func checkControlPlaneToleration(ds *appsv1.DaemonSet, env *policy.Env, p *ControlPlaneTolerationParams) []policy.Finding {
@@ -258,4 +262,86 @@ func tolerationHint(untolerated []TaintConfig) string {
 		b.WriteByte('}')
 	}
 	return b.String()
+}
+
+// controlPlaneTolerationCEL is the rule's CEL form.
+func controlPlaneTolerationCEL(in policy.CELInput) []policy.CELCheck {
+	p := celform.Params[ControlPlaneTolerationParams](in.Config, controlPlaneTolerationID)
+	type taintCEL struct {
+		// text is the taint as the message names it, hint its toleration.
+		text, hint string
+		untolered  func(o string) string
+	}
+	var taints []taintCEL
+	var vars [][2]string
+	for i, t := range p.Taints {
+		taint := corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
+		// The controller's own tolerations are fixed: judge them here.
+		if coverage.ToleratedByDaemonPod(&corev1.PodSpec{}, &taint) {
+			continue
+		}
+		byHostNetwork := coverage.ToleratedByDaemonPod(&corev1.PodSpec{HostNetwork: true}, &taint)
+		// Where the placement aims is judged as the engine judges it
+		// offline: against the model nodes that carry the taint, each
+		// in a variable of its own, so that each stays under the
+		// per-expression cost limit (docs/modes.md).
+		var nodes []celform.Node
+		for _, n := range coverage.ModelTaintedNodes(t.Key, t.Value) {
+			nodes = append(nodes, celform.NewNode(n))
+		}
+		reachVar := func(o string, n int) string { return fmt.Sprintf("%sReachesTaint%dNode%d", o, i, n) }
+		for _, o := range []string{"object", "oldObject"} {
+			for j, n := range nodes {
+				vars = append(vars, [2]string{reachVar(o, j), celform.ReachesNode(o, "variables."+celform.ValidTermsVar(o), n)})
+			}
+		}
+		taints = append(taints, taintCEL{text: t.String(), hint: fmt.Sprintf("{key: %s, operator: Exists, effect: %s}", t.Key, t.Effect), untolered: func(o string) string {
+			s := celform.PodSpec(o)
+			tolerated := fmt.Sprintf("(has(%[1]s.tolerations) && %[1]s.tolerations.exists(t, "+
+				"(!has(t.effect) || t.effect == '' || t.effect == %[2]s) && "+
+				"(!has(t.key) || t.key == '' || t.key == %[3]s) && "+
+				"(has(t.operator) && t.operator == 'Exists' || "+
+				"(!has(t.operator) || t.operator == '' || t.operator == 'Equal') && (has(t.value) ? t.value : '') == %[4]s)))",
+				s, celform.Lit(string(t.Effect)), celform.Lit(t.Key), celform.Lit(t.Value))
+			if byHostNetwork {
+				tolerated = fmt.Sprintf("(%s || (has(%s.hostNetwork) && %s.hostNetwork))", tolerated, s, s)
+			}
+			// A placement too large to judge counts as aiming at the
+			// tainted nodes, so that size is never a way out.
+			aims := []string{"variables." + celform.TooLargeVar(o)}
+			for j := range nodes {
+				aims = append(aims, "variables."+reachVar(o, j))
+			}
+			return fmt.Sprintf("(!%s && (%s))", tolerated, strings.Join(aims, " || "))
+		}})
+	}
+	if len(taints) == 0 {
+		return nil
+	}
+	// Variables may read only those before them.
+	var first [][2]string
+	for _, o := range []string{"object", "oldObject"} {
+		first = append(first, [2]string{celform.TooLargeVar(o), celform.PlacementTooLarge(o)}, [2]string{celform.ValidTermsVar(o), celform.ValidTerms(o)})
+	}
+	vars = append(first, vars...)
+	violated := func(o string) string {
+		var any []string
+		for _, t := range taints {
+			any = append(any, t.untolered(o))
+		}
+		// The intended-coverage annotation never lowers this rule.
+		return "(" + strings.Join(any, " || ") + ")"
+	}
+	// The missing taints and their tolerations, bound once (see
+	// celform.ContainerCheck), so that each taint is judged once for the message.
+	var missing []string
+	for _, t := range taints {
+		missing = append(missing, fmt.Sprintf("(%s ? [[%s, %s]] : [])", t.untolered("object"), celform.Lit(t.text), celform.Lit(t.hint)))
+	}
+	msg := fmt.Sprintf("[%s].map(m, '[control-plane-toleration] spec.template.spec.tolerations: no toleration for ' + m.map(t, t[0]).join(', ') + "+
+		"': skips every node with that taint, unseen in desiredNumberScheduled; fix: add to spec.template.spec.tolerations: ' + m.map(t, t[1]).join(', '))[0]",
+		strings.Join(missing, " + "))
+	c := celform.WholeObject(policy.ActionDeny, violated, msg)
+	c.Variables = vars
+	return []policy.CELCheck{c}
 }

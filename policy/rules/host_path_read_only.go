@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"path"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const hostPathReadOnlyID = "host-path-read-only"
@@ -55,6 +57,8 @@ var hostPathReadOnlyRule = policy.NewRule(policy.Rule{
 		Name: "allowWritable", Type: "list of absolute paths", Default: "[]",
 		Description: "Host directories (and what lies below them) that may be mounted writable.",
 	}},
+	CEL:     hostPathReadOnlyCEL,
+	CELGaps: celform.Gaps("hostPath and allowWritable paths are compared as written, without cleaning '..' or '//'"),
 }, nil, checkHostPathReadOnly)
 
 func checkHostPathReadOnly(ds *appsv1.DaemonSet, _ *policy.Env, p *HostPathReadOnlyParams) []policy.Finding {
@@ -91,3 +95,86 @@ func hostPathOf(volumes []corev1.Volume, name string) *corev1.HostPathVolumeSour
 	}
 	return nil
 }
+
+// hostPathReadOnlyCEL is the rule's CEL form.
+func hostPathReadOnlyCEL(in policy.CELInput) []policy.CELCheck {
+	p := celform.Params[HostPathReadOnlyParams](in.Config, hostPathReadOnlyID)
+	allowed := func(path string) string {
+		var parts []string
+		for _, d := range p.AllowWritable {
+			d = strings.TrimSuffix(d, "/")
+			if d == "" {
+				return "true"
+			}
+			parts = append(parts, fmt.Sprintf("%[1]s == %[2]s || %[1]s == %[3]s || %[1]s.startsWith(%[3]s)", path, celform.Lit(d), celform.Lit(d+"/")))
+		}
+		if len(parts) == 0 {
+			return "false"
+		}
+		return "(" + strings.Join(parts, " || ") + ")"
+	}
+	// The writable hostPath volumes as maps from name to path, built once
+	// per object, so that judging a mount costs a few lookups, not a scan of
+	// the volumes (quadratic in the object's size). A map entry costs about
+	// 40 units to build; each map takes a slice of the volumes by index, so
+	// that no single variable nears the per-expression limit on the largest
+	// DaemonSet the API accepts.
+	chunkVar := func(o string, i int) string { return fmt.Sprintf("%sWritableHostPaths%d", o, i) }
+	var vars [][2]string
+	for _, o := range []string{"object", "oldObject"} {
+		s := celform.PodSpec(o)
+		for i := range hostPathChunks {
+			vars = append(vars, [2]string{chunkVar(o, i), fmt.Sprintf(
+				"has(%[1]s.volumes) ? %[1]s.volumes.transformMapEntry(i, v, i >= %[2]d && i < %[3]d && has(v.hostPath) && !%[4]s, {v.name: v.hostPath.path}) : {}",
+				s, i*hostPathChunk, (i+1)*hostPathChunk, allowed("v.hostPath.path"))})
+		}
+	}
+	// lookup is the path of a writable hostPath volume named name, for messages.
+	lookup := func(o, name string) string {
+		expr := "''"
+		for i := hostPathChunks - 1; i >= 0; i-- {
+			expr = fmt.Sprintf("%[1]s in variables.%[2]s ? variables.%[2]s[%[1]s] : %[3]s", name, chunkVar(o, i), expr)
+		}
+		return "(" + expr + ")"
+	}
+	writableHostPath := func(m, o string) string {
+		var in []string
+		for i := range hostPathChunks {
+			in = append(in, fmt.Sprintf("%s.name in variables.%s", m, chunkVar(o, i)))
+		}
+		return fmt.Sprintf("(!(has(%[1]s.readOnly) && %[1]s.readOnly) && (%[2]s))", m, strings.Join(in, " || "))
+	}
+	var out []policy.CELCheck
+	for _, l := range celform.ContainerLists {
+		list := "spec.template.spec." + l
+		// The first offending container and mount, each bound once (see
+		// celform.ContainerCheck). The message reads only the first
+		// HostPathMessageItems containers and mounts of each: judging a
+		// mount costs up to eight lookups, and the message must stay under
+		// the per-expression cost limit however many there are.
+		body := fmt.Sprintf("'[host-path-read-only] %s[].volumeMounts[].readOnly: ' + %s + ' \"' + c.name + '\" mounts hostPath ' + %s + ' writable on every node it covers; fix: set readOnly: true on the \"' + m.name + '\" mount of ' + %s + ' \"' + c.name + '\".'",
+			list, celform.Noun(l, "c"), celform.Truncated(lookup("object", "m.name"), 128), celform.Noun(l, "c"))
+		beyond := fmt.Sprintf("'[host-path-read-only] %s[].volumeMounts[].readOnly: a container mounts a hostPath writable on every node it covers "+
+			"(this message reads the first %d containers and their first %d mounts); fix: set readOnly: true on every hostPath mount outside the writable paths the policy allows.'",
+			list, HostPathMessageItems, HostPathMessageItems)
+		offends := fmt.Sprintf("j < %d && %s", HostPathMessageItems, writableHostPath("m", "object"))
+		msg := fmt.Sprintf("[object.%[1]s.transformList(i, c, i < %[2]d && has(c.volumeMounts) && c.volumeMounts.exists(j, m, %[3]s), c)].map(cs, size(cs) == 0 ? %[4]s : "+
+			"[cs[0]].map(c, [c.volumeMounts.transformList(j, m, %[3]s, m)[0]].map(m, %[5]s)[0])[0])[0]",
+			list, HostPathMessageItems, offends, beyond, body)
+		chk := celform.PerItem(policy.ActionDeny, []string{list, "volumeMounts"}, writableHostPath, msg)
+		chk.Variables = vars
+		out = append(out, chk)
+	}
+	return out
+}
+
+// hostPathChunks maps of hostPathChunk volumes each cover more hostPath
+// volumes than a 3 MiB request can hold (each takes at least 40 bytes).
+const (
+	hostPathChunk  = 12500
+	hostPathChunks = 8
+)
+
+// HostPathMessageItems is how many containers, and mounts of each, the
+// host-path-read-only message reads to name the first offender.
+const HostPathMessageItems = 1000

@@ -1,11 +1,13 @@
 package rules
 
 import (
+	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const imagePinnedID = "image-pinned"
@@ -29,6 +31,8 @@ var imagePinnedRule = policy.NewRule(policy.Rule{
 		Name: "requireDigest", Type: "boolean", Default: "false",
 		Description: "Also flag images pinned by tag only; require a digest.",
 	}},
+	CEL:     imagePinnedCEL,
+	CELGaps: celform.Gaps(),
 }, nil, checkImagePinned)
 
 func checkImagePinned(ds *appsv1.DaemonSet, _ *policy.Env, p *ImagePinnedParams) []policy.Finding {
@@ -70,4 +74,32 @@ func imagePinProblem(image string, requireDigest bool) string {
 		return "is pinned by tag, not digest"
 	}
 	return ""
+}
+
+// imagePinnedCEL is the rule's CEL form.
+func imagePinnedCEL(in policy.CELInput) []policy.CELCheck {
+	requireDigest := celform.Params[ImagePinnedParams](in.Config, imagePinnedID).RequireDigest
+	// The tag follows the last ':' after the last '/'; a registry port
+	// (registry:5000/img) is no tag.
+	problem := func(c string) string {
+		unpinned := fmt.Sprintf(`!%[1]s.image.matches(':[^/:]+$') || %[1]s.image.matches(':latest$')`, c)
+		if requireDigest {
+			unpinned = "true"
+		}
+		return fmt.Sprintf("(%[1]s.image != '' && !%[1]s.image.contains('@') && (%[2]s))", c, unpinned)
+	}
+	var out []policy.CELCheck
+	for _, l := range celform.ContainerLists {
+		out = append(out, celform.ContainerCheck(imagePinnedID, l, ".image",
+			func(c, _ string) string { return problem(c) },
+			func(c string) string {
+				// The tag is at the end: judge the last characters only.
+				tail := celform.Truncated(c+".image", 128)
+				return fmt.Sprintf(`'image "' + %[1]s + '" ' + (!%[1]s.matches(':[^/:]+$') ? 'has no tag (so :latest)' : %[1]s.matches(':latest$') ? 'uses :latest' : 'is pinned by tag, not digest') + ': nodes may run different builds'`, tail)
+			},
+			func(c string) string {
+				return "'pin ' + " + celform.Noun(l, c) + " + ' \"' + " + c + ".name + '\" to a version tag or a digest.'"
+			}))
+	}
+	return out
 }

@@ -1,13 +1,16 @@
 package rules
 
 import (
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const invalidAnnotationID = "invalid-annotation"
@@ -33,6 +36,13 @@ var invalidAnnotationRule = policy.NewRule(policy.Rule{
 		"exempt.dsguard.io/, and have someone the policy allows add or change it (anyone may remove it).",
 	DefaultAction: policy.ActionWarn,
 	Exemptible:    false,
+	CEL:           invalidAnnotationCEL,
+	CELGaps: []string{
+		"one message per request names the first bad annotation and lists the possible causes rather than the one that applies",
+		celform.ExpiryGap,
+		"an exemption value longer than 4,096 characters is reported as invalid (regular expressions cost in proportion to the string)",
+		"exemptions.allowedGroups is applied by the exemption-gate policies, not here: an exemption or intended coverage that someone outside those groups adds or changes is refused by them (in the fail-open namespaces, warned about), not reported as invalid",
+	},
 }, nil, checkInvalidAnnotation)
 
 func checkInvalidAnnotation(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParams) []policy.Finding {
@@ -51,4 +61,39 @@ func checkInvalidAnnotation(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoP
 	// Map iteration order is random; findings must not be.
 	sort.Slice(out, func(i, j int) bool { return out[i].FieldString() < out[j].FieldString() })
 	return out
+}
+
+// invalidAnnotationCEL is the rule's CEL form.
+func invalidAnnotationCEL(in policy.CELInput) []policy.CELCheck {
+	cfg, today := in.Config, in.Today
+	var exemptible, denyRules []string
+	for _, r := range in.Catalogue {
+		if r.Exemptible && celform.ExemptionsAllowed(cfg, r.ID) {
+			exemptible = append(exemptible, r.ID)
+		}
+		if celform.RuleAction(cfg, r.ID) == policy.ActionDeny {
+			denyRules = append(denyRules, r.ID)
+		}
+	}
+	todayTime, _ := time.Parse(time.DateOnly, today)
+	const prefix = policy.ExemptionAnnotationPrefix
+	annotations := func(o string) string { return o + ".metadata.annotations" }
+	bad := func(o, k string) string {
+		a := annotations(o)
+		return fmt.Sprintf("(%[2]s == %[3]s ? !%[1]s[%[2]s].matches('\\\\S') : "+
+			"%[2]s.startsWith(%[4]s) && !(%[2]s.substring(%[5]d) in %[6]s && %[7]s))",
+			a, k, celform.Lit(policy.IntendedCoverageAnnotation), celform.Lit(prefix), len(prefix), celform.LitList(exemptible),
+			celform.ExemptionValid(a+"["+k+"]", today, celform.GateOf(cfg, todayTime, fmt.Sprintf("%s.substring(%d) in %s", k, len(prefix), celform.LitList(denyRules)))))
+	}
+	violated := func(o string) string {
+		return fmt.Sprintf("(has(%[1]s) && %[1]s.exists(k, %[2]s))", annotations(o), bad(o, "k"))
+	}
+	introduced := fmt.Sprintf("(has(object.metadata.annotations) && object.metadata.annotations.exists(k, %s && "+
+		"!(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations && %s)))", bad("object", "k"), bad("oldObject", "k"))
+	// The first bad key, bound once (see celform.ContainerCheck).
+	msg := fmt.Sprintf("[object.metadata.annotations.filter(k, %s)[0]].map(k, ", bad("object", "k")) + fmt.Sprintf("'[invalid-annotation] metadata.annotations[' + %[1]s + ']: ' + (%[1]s == %[2]s ? 'intended-coverage annotation has no reason, so it is ignored' : "+
+		"'exemption is ignored: its rule is unknown, cannot be exempted or the policy forbids it, its reason is empty, its expiry is not a date YYYY-MM-DD, or it expired before %[3]s') + "+
+		"'; fix: give the annotation a reason (\"<why>; expires=YYYY-MM-DD\"), renew or remove an expired exemption, and check the rule ID after exempt.dsguard.io/.')[0]",
+		"k", celform.Lit(policy.IntendedCoverageAnnotation), today)
+	return []policy.CELCheck{{Cap: policy.ActionDeny, Violated: violated, Introduced: introduced, Message: msg}}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const maxUnavailableID = "max-unavailable"
@@ -51,6 +52,8 @@ var maxUnavailableRule = policy.NewRule(policy.Rule{
 		{Name: "maxCount", Type: "integer", Default: "0 (no cap)",
 			Description: "Largest absolute maxUnavailable allowed."},
 	},
+	CEL:     maxUnavailableCEL,
+	CELGaps: celform.Gaps("the message gives the percentage only, not how many of the live nodes go blind"),
 }, defaultMaxUnavailableParams, checkMaxUnavailable)
 
 func checkMaxUnavailable(ds *appsv1.DaemonSet, env *policy.Env, p *MaxUnavailableParams) []policy.Finding {
@@ -106,4 +109,35 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// maxUnavailableCEL is the rule's CEL form.
+func maxUnavailableCEL(in policy.CELInput) []policy.CELCheck {
+	p := celform.Params[MaxUnavailableParams](in.Config, maxUnavailableID)
+	var out []policy.CELCheck
+	v := func(o string) string { return o + ".spec.updateStrategy.rollingUpdate.maxUnavailable" }
+	percent := func(o string) string {
+		present, _, _ := celform.RollingValue(o, "maxUnavailable")
+		return fmt.Sprintf("(%s && type(%s) == string && int(string(%s).replace('%%', '')) > %d)", present, v(o), v(o), p.MaxPercent)
+	}
+	out = append(out, celform.WholeObject(policy.ActionDeny, percent, fmt.Sprintf(
+		"'[max-unavailable] spec.updateStrategy.rollingUpdate.maxUnavailable: maxUnavailable ' + string(%[1]s) + ' is above the %[2]d%% cap: a rollout may blind ' + string(%[1]s) + ' of the nodes at once; "+
+			"fix: set maxUnavailable to at most \"%[2]d%%\" or to a small number such as 1.'", v("object"), p.MaxPercent)))
+	if p.MaxCount > 0 {
+		count := func(o string) string {
+			present, _, _ := celform.RollingValue(o, "maxUnavailable")
+			return fmt.Sprintf("(%s && type(%s) == int && %s > %d)", present, v(o), v(o), p.MaxCount)
+		}
+		out = append(out, celform.WholeObject(policy.ActionDeny, count, fmt.Sprintf(
+			"'[max-unavailable] spec.updateStrategy.rollingUpdate.maxUnavailable: maxUnavailable ' + string(%[1]s) + ' is above the cap of %[2]d: a rollout may blind ' + string(%[1]s) + ' nodes at once; "+
+				"fix: set maxUnavailable to at most %[2]d.'", v("object"), p.MaxCount)))
+	}
+	// Both findings sit at the same field: ratchet them as one.
+	if len(out) == 2 {
+		a, b := out[0], out[1]
+		both := func(o string) string { return fmt.Sprintf("(%s || %s)", a.Violated(o), b.Violated(o)) }
+		merged := celform.WholeObject(policy.ActionDeny, both, fmt.Sprintf("(%s ? %s : %s)", a.Violated("object"), a.Message, b.Message))
+		out = []policy.CELCheck{merged}
+	}
+	return out
 }

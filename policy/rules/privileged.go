@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"fmt"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const privilegedID = "privileged"
@@ -17,6 +19,8 @@ var privilegedRule = policy.NewRule(policy.Rule{
 		"(for example NET_ADMIN or SYS_PTRACE).",
 	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
+	CEL:           privilegedCEL,
+	CELGaps:       celform.Gaps(),
 }, nil, checkPrivileged)
 
 func checkPrivileged(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
@@ -33,6 +37,22 @@ func checkPrivileged(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []
 				Remediation: sprintf("drop privileged from %s %q and grant only the capabilities it needs.", list.noun(&c), c.Name),
 			})
 		}
+	}
+	return out
+}
+
+// privilegedCEL is the rule's CEL form.
+func privilegedCEL(policy.CELInput) []policy.CELCheck {
+	var out []policy.CELCheck
+	for _, l := range celform.ContainerLists {
+		out = append(out, celform.ContainerCheck(privilegedID, l, ".securityContext.privileged",
+			func(c, _ string) string {
+				return fmt.Sprintf("(has(%[1]s.securityContext) && has(%[1]s.securityContext.privileged) && %[1]s.securityContext.privileged)", c)
+			},
+			func(string) string { return "'runs privileged on every node it covers'" },
+			func(c string) string {
+				return "'drop privileged from ' + " + celform.Noun(l, c) + " + ' \"' + " + c + ".name + '\" and grant only the capabilities it needs.'"
+			}))
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"fmt"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const readinessProbeID = "readiness-probe"
@@ -17,6 +19,8 @@ var readinessProbeRule = policy.NewRule(policy.Rule{
 	Remediation:   "Add a readinessProbe to every container (an HTTP health endpoint, a TCP port or an exec check).",
 	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
+	CEL:           readinessProbeCEL,
+	CELGaps:       celform.Gaps(),
 }, nil, checkReadinessProbe)
 
 func checkReadinessProbe(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
@@ -35,6 +39,22 @@ func checkReadinessProbe(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams
 				Remediation: sprintf("add a readinessProbe to %s %q.", list.noun(&c), c.Name),
 			})
 		}
+	}
+	return out
+}
+
+// readinessProbeCEL is the rule's CEL form.
+func readinessProbeCEL(policy.CELInput) []policy.CELCheck {
+	var out []policy.CELCheck
+	for _, l := range celform.ContainerLists {
+		out = append(out, celform.ContainerCheck(readinessProbeID, l, ".readinessProbe",
+			func(c, _ string) string {
+				return fmt.Sprintf("(%s && !has(%s.readinessProbe))", celform.RunsAlongside(l, c), c)
+			},
+			func(string) string { return `'has no readinessProbe: numberReady only means "started"'` },
+			func(c string) string {
+				return "'add a readinessProbe to ' + " + celform.Noun(l, c) + " + ' \"' + " + c + ".name + '\".'"
+			}))
 	}
 	return out
 }

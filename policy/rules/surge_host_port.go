@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const surgeHostPortID = "surge-host-port"
@@ -24,6 +25,8 @@ var surgeHostPortRule = policy.NewRule(policy.Rule{
 		"or stop binding host ports.",
 	DefaultAction: policy.ActionDeny,
 	Exemptible:    true,
+	CEL:           surgeHostPortCEL,
+	CELGaps:       celform.Gaps(),
 }, nil, checkSurgeHostPort)
 
 func checkSurgeHostPort(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
@@ -124,4 +127,36 @@ func quoteIntOrString(v *intstr.IntOrString) string {
 		return fmt.Sprint(v.IntVal)
 	}
 	return fmt.Sprintf("%q", v.StrVal)
+}
+
+// surgeHostPortCEL is the rule's CEL form.
+func surgeHostPortCEL(policy.CELInput) []policy.CELCheck {
+	ports := func(o string) string {
+		s := celform.PodSpec(o)
+		var parts []string
+		for _, l := range celform.ContainerLists {
+			parts = append(parts, fmt.Sprintf("(has(%[1]s.%[2]s) && %[1]s.%[2]s.exists(c, %[3]s && has(c.ports) && c.ports.exists(p, "+
+				"(has(%[1]s.hostNetwork) && %[1]s.hostNetwork && has(p.containerPort) && p.containerPort > 0) || (has(p.hostPort) && p.hostPort > 0))))",
+				s, l, celform.RunsAlongside(l, "c")))
+		}
+		return "(" + strings.Join(parts, " || ") + ")"
+	}
+	surges := func(o string) string {
+		present, positive, _ := celform.RollingValue(o, "maxSurge")
+		return fmt.Sprintf("(%s && %s)", present, positive)
+	}
+	hostNetwork := func(o string) string {
+		return fmt.Sprintf("(has(%[1]s.hostNetwork) && %[1]s.hostNetwork)", celform.PodSpec(o))
+	}
+	_, _, surge := celform.RollingValue("object", "maxSurge")
+	return []policy.CELCheck{
+		celform.WholeObject(policy.ActionDeny,
+			func(o string) string { return fmt.Sprintf("(%s && %s)", surges(o), ports(o)) },
+			"'[surge-host-port] spec.updateStrategy.rollingUpdate.maxSurge: maxSurge ' + "+surge+" + ' with a hostPort (or a container port under hostNetwork): "+
+				"the surge Pod needs a port the old Pod holds and stays Pending; fix: set maxSurge: 0 and maxUnavailable: 1 (or a small percentage); the old Pod then stops before the new one binds.'"),
+		celform.WholeObject(policy.ActionWarn,
+			func(o string) string { return fmt.Sprintf("(%s && %s && !%s)", surges(o), hostNetwork(o), ports(o)) },
+			"'[surge-host-port] spec.updateStrategy.rollingUpdate.maxSurge: maxSurge ' + "+surge+" + ' with hostNetwork: the new Pod cannot bind a port the old one holds; "+
+				"fix: set maxSurge: 0 and maxUnavailable: 1 unless the agent binds no port at all.'"),
+	}
 }

@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"fmt"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/policy"
+	"github.com/dsguard/dsguard/policy/celform"
 )
 
 const updateStrategyID = "update-strategy"
@@ -17,6 +19,8 @@ var updateStrategyRule = policy.NewRule(policy.Rule{
 	Remediation:   "Use updateStrategy type RollingUpdate with a small maxUnavailable.",
 	DefaultAction: policy.ActionWarn,
 	Exemptible:    true,
+	CEL:           updateStrategyCEL,
+	CELGaps:       celform.Gaps(),
 }, nil, checkUpdateStrategy)
 
 func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams) []policy.Finding {
@@ -28,4 +32,13 @@ func checkUpdateStrategy(ds *appsv1.DaemonSet, _ *policy.Env, _ *policy.NoParams
 		Message:     "updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand",
 		Remediation: "set spec.updateStrategy.type: RollingUpdate with maxUnavailable: 1.",
 	}}
+}
+
+// updateStrategyCEL is the rule's CEL form.
+func updateStrategyCEL(policy.CELInput) []policy.CELCheck {
+	onDelete := func(o string) string {
+		return fmt.Sprintf("(has(%[1]s.spec.updateStrategy) && has(%[1]s.spec.updateStrategy.type) && %[1]s.spec.updateStrategy.type == 'OnDelete')", o)
+	}
+	return []policy.CELCheck{celform.WholeObject(policy.ActionDeny, onDelete,
+		celform.Lit("[update-strategy] spec.updateStrategy.type: updateStrategy OnDelete: a change reaches a node only when its Pod is deleted by hand; fix: set spec.updateStrategy.type: RollingUpdate with maxUnavailable: 1."))}
 }

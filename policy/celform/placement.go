@@ -1,4 +1,4 @@
-package vap
+package celform
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ const labelValueRE = `^([^\W_]([-\w.]{0,61}[^\W_])?)?$`
 // The size comes first, so that the regular expression never reads a long
 // string.
 func labelValueValid(v string) string {
-	return fmt.Sprintf("(size(%[1]s) <= 63 && %[1]s.matches(%[2]s))", v, lit(labelValueRE))
+	return fmt.Sprintf("(size(%[1]s) <= 63 && %[1]s.matches(%[2]s))", v, Lit(labelValueRE))
 }
 
 // parsesAsInt64 is a CEL condition on a valid label value v (so unsigned):
@@ -51,8 +51,8 @@ func parsesAsInt64(v string) string {
 	return fmt.Sprintf("(%[1]s.matches('^0*[0-9]{1,18}$') || %[1]s.matches('^0*[1-9][0-9]{18}$') && %[1]s.substring(size(%[1]s) - 19) <= '9223372036854775807')", v)
 }
 
-// celNode is one constant node as CEL literals.
-type celNode struct {
+// Node is one constant node as CEL literals.
+type Node struct {
 	name string
 	// labels is a CEL map literal of the node's labels.
 	labels string
@@ -61,16 +61,16 @@ type celNode struct {
 	ints string
 }
 
-func newCELNode(n *corev1.Node) celNode {
+func NewNode(n *corev1.Node) Node {
 	var labels, ints []string
-	for _, k := range sortedKeys(n.Labels) {
+	for _, k := range SortedKeys(n.Labels) {
 		v := n.Labels[k]
-		labels = append(labels, lit(k)+": "+lit(v))
+		labels = append(labels, Lit(k)+": "+Lit(v))
 		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-			ints = append(ints, fmt.Sprintf("%s: %d", lit(k), i))
+			ints = append(ints, fmt.Sprintf("%s: %d", Lit(k), i))
 		}
 	}
-	out := celNode{name: n.Name, labels: "{" + strings.Join(labels, ", ") + "}"}
+	out := Node{name: n.Name, labels: "{" + strings.Join(labels, ", ") + "}"}
 	if len(ints) > 0 {
 		out.ints = "{" + strings.Join(ints, ", ") + "}"
 	}
@@ -91,12 +91,12 @@ func termsPresent(terms string) string {
 	return fmt.Sprintf("(has(%[1]s) && type(%[1]s) == list)", terms)
 }
 
-// placementTooLarge is a CEL condition on an object expression: its
+// PlacementTooLarge is a CEL condition on an object expression: its
 // required node affinity has more terms or values than the engine judges
 // (policy.MaxAffinityTerms, policy.MaxAffinityValues; coverage.SizeOf
 // counts the values of match expressions and match fields).
-func placementTooLarge(o string) string {
-	guard, terms := requiredTerms(podSpec(o))
+func PlacementTooLarge(o string) string {
+	guard, terms := requiredTerms(PodSpec(o))
 	values := func(list string) string {
 		return fmt.Sprintf("(has(t.%[1]s) ? t.%[1]s.map(r, has(r.values) ? size(r.values) : 0).sum() : 0)", list)
 	}
@@ -104,7 +104,7 @@ func placementTooLarge(o string) string {
 		guard, terms, policy.MaxAffinityTerms, values("matchExpressions"), values("matchFields"), policy.MaxAffinityValues, termsPresent(terms))
 }
 
-// validTerms is a CEL list on an object expression: for each required
+// ValidTerms is a CEL list on an object expression: for each required
 // node affinity term, whether the scheduler can parse it and it has
 // requirements (empty without a required node affinity). It is judged once
 // per object, apart from the nodes, so that a long list of values is read
@@ -112,8 +112,8 @@ func placementTooLarge(o string) string {
 // before admission; the counts and operators are checked here too, as they
 // cost little, but not the keys (a regular expression per requirement
 // would not fit the cost limit on the largest DaemonSets).
-func validTerms(o string) string {
-	guard, terms := requiredTerms(podSpec(o))
+func ValidTerms(o string) string {
+	guard, terms := requiredTerms(PodSpec(o))
 	return fmt.Sprintf("(%s && %s ? %s.map(t, %s) : [])", guard, termsPresent(terms), terms, termValid("t"))
 }
 
@@ -137,12 +137,12 @@ func requirementValid(r string) string {
 		r, labelValueValid("v"), labelValueValid(one), parsesAsInt64(one))
 }
 
-// reachesNode is a CEL condition on an object expression: the pod spec's
+// ReachesNode is a CEL condition on an object expression: the pod spec's
 // nodeName, nodeSelector and required node affinity select the node n.
-// valid is the object's validTerms.
-func reachesNode(o, valid string, n celNode) string {
-	s := podSpec(o)
-	name := fmt.Sprintf("(!has(%[1]s.nodeName) || %[1]s.nodeName == '' || %[1]s.nodeName == %[2]s)", s, lit(n.name))
+// valid is the object's ValidTerms.
+func ReachesNode(o, valid string, n Node) string {
+	s := PodSpec(o)
+	name := fmt.Sprintf("(!has(%[1]s.nodeName) || %[1]s.nodeName == '' || %[1]s.nodeName == %[2]s)", s, Lit(n.name))
 	selector := fmt.Sprintf("(!has(%[1]s.nodeSelector) || %[1]s.nodeSelector.all(k, k in %[2]s && %[2]s[k] == %[1]s.nodeSelector[k]))", s, n.labels)
 	guard, terms := requiredTerms(s)
 	affinity := fmt.Sprintf("(!(%[1]s) || %[2]s && %[3]s.exists(i, t, %[4]s[i] && %[5]s))", guard, termsPresent(terms), terms, valid, termMatches("t", n))
@@ -152,10 +152,10 @@ func reachesNode(o, valid string, n celNode) string {
 // termMatches is a CEL condition: the valid node selector term t matches n.
 // Only metadata.name is a node field; any other key reads as empty, as in a
 // fields.Set.
-func termMatches(t string, n celNode) string {
+func termMatches(t string, n Node) string {
 	field := "''"
 	if n.name != "" {
-		field = fmt.Sprintf("(f.key == 'metadata.name' ? %s : '')", lit(n.name))
+		field = fmt.Sprintf("(f.key == 'metadata.name' ? %s : '')", Lit(n.name))
 	}
 	fields := fmt.Sprintf("(!has(%[1]s.matchFields) || %[1]s.matchFields.all(f, f.operator == 'In' ? %[2]s == f.values[0] : %[2]s != f.values[0]))", t, field)
 	if n.name == "" {
@@ -169,7 +169,7 @@ func termMatches(t string, n celNode) string {
 // requirementMatches is a CEL condition: the valid match-expressions
 // requirement r holds for n's labels. Of a label n lacks, only NotIn and
 // DoesNotExist hold.
-func requirementMatches(r string, n celNode) string {
+func requirementMatches(r string, n Node) string {
 	compare := "false"
 	if n.ints != "" {
 		compare = fmt.Sprintf("(%[1]s.key in %[2]s && (%[1]s.operator == 'Gt' ? %[2]s[%[1]s.key] > int(%[1]s.values[0]) : %[2]s[%[1]s.key] < int(%[1]s.values[0])))", r, n.ints)
@@ -180,3 +180,9 @@ func requirementMatches(r string, n celNode) string {
 		"%[1]s.operator in ['NotIn', 'DoesNotExist'])",
 		r, n.labels, compare)
 }
+
+// TooLargeVar names the variable that holds PlacementTooLarge of o.
+func TooLargeVar(o string) string { return o + "PlacementTooLarge" }
+
+// ValidTermsVar names the variable that holds ValidTerms of o.
+func ValidTermsVar(o string) string { return o + "ValidTerms" }

@@ -1,4 +1,4 @@
-package vap
+package celform
 
 import (
 	"fmt"
@@ -6,50 +6,29 @@ import (
 	"github.com/dsguard/dsguard/policy"
 )
 
-// check is one kind of finding of a rule, in CEL.
-type check struct {
-	// cap is the strongest action this kind of finding can have (the
-	// webhook softens some findings by nature, e.g. a hostNetwork agent that
-	// declares no ports only warns).
-	cap policy.Action
-	// violated is a CEL condition on an object expression ("object" or
-	// "oldObject"): the object has a finding of this kind.
-	violated func(o string) string
-	// introduced is a CEL condition: the object has a finding of this kind
-	// at a field where the old object has none (the webhook ratchets by
-	// rule and field path).
-	introduced string
-	// message is a CEL string expression on object, one line: what the
-	// webhook says, as far as CEL can say it.
-	message string
-	// variables are policy variables (name, expression) the expressions
-	// above refer to as variables.<name>.
-	variables [][2]string
-}
+// PodSpec is the pod template's spec of an object expression.
+func PodSpec(o string) string { return o + ".spec.template.spec" }
 
-// podSpec is the pod template's spec of an object expression.
-func podSpec(o string) string { return o + ".spec.template.spec" }
-
-// wholeObject makes a check whose finding sits at one fixed field, so that
+// WholeObject makes a check whose finding sits at one fixed field, so that
 // ratcheting compares the old object as a whole.
-func wholeObject(cap policy.Action, violated func(o string) string, message string) check {
-	return check{
-		cap:        cap,
-		violated:   violated,
-		introduced: fmt.Sprintf("(%s && !(%s))", violated("object"), violated("oldObject")),
-		message:    message,
+func WholeObject(cap policy.Action, violated func(o string) string, message string) policy.CELCheck {
+	return policy.CELCheck{
+		Cap:        cap,
+		Violated:   violated,
+		Introduced: fmt.Sprintf("(%s && !(%s))", violated("object"), violated("oldObject")),
+		Message:    message,
 	}
 }
 
-// perItem makes a check whose findings sit at items of nested lists (e.g.
+// PerItem makes a check whose findings sit at items of nested lists (e.g.
 // "spec.template.spec.containers" then "volumeMounts"); pred
 // judges one item of the innermost list (item expression, object expression).
 // Ratcheting compares the item at the same indexes in the old object.
-func perItem(cap policy.Action, levels []string, pred func(item, o string) string, message string) check {
+func PerItem(cap policy.Action, levels []string, pred func(item, o string) string, message string) policy.CELCheck {
 	violated := func(o string) string {
 		return nestExists(o, levels, 0, func(item string, _ []string) string { return pred(item, o) })
 	}
-	return check{cap: cap, violated: violated, introduced: introducedAt("object", "oldObject", levels, 0, pred), message: message}
+	return policy.CELCheck{Cap: cap, Violated: violated, Introduced: introducedAt("object", "oldObject", levels, 0, pred), Message: message}
 }
 
 // introducedAt is a CEL condition: an item under parent, at levels[depth:],
