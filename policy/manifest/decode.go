@@ -49,9 +49,17 @@ func (l Location) String() string {
 type DaemonSet struct {
 	Location  Location
 	DaemonSet *appsv1.DaemonSet
-	// doc is the document it was decoded from, kept to find the line of a
-	// field; nil for rendered input.
-	doc []byte
+	// src is the text it was decoded from, kept to find the line of a
+	// field; its doc is nil for rendered input.
+	src source
+}
+
+// source is the text an object was decoded from: a whole document (item,
+// when not zero, selects the object among the document's List items), or a
+// List item streamed on its own, de-indented by column.
+type source struct {
+	doc          []byte
+	item, column int
 }
 
 // Position returns where the field named by path (a field.Path string) is
@@ -59,10 +67,14 @@ type DaemonSet struct {
 // the document. It is zero for rendered input and for a DaemonSet that was
 // not read from a file.
 func (d *DaemonSet) Position(path string) Position {
-	if d.doc == nil || d.Location.Line == 0 {
+	if d.src.doc == nil || d.Location.Line == 0 {
 		return Position{}
 	}
-	return locate(d.doc, d.Location.Line, d.Location.Item, path)
+	p := locate(d.src.doc, d.Location.Line, d.src.item, path)
+	if p.Column > 0 {
+		p.Column += d.src.column
+	}
+	return p
 }
 
 // Error is a document that could not be used.
@@ -94,27 +106,45 @@ func (rd *Reader) Decode(file string, r io.Reader) {
 func (rd *Reader) decode(base Location, r io.Reader) {
 	rd.Files++
 	docs := newDocuments(r)
-	for doc := 1; ; doc++ {
-		data, line, err := docs.next()
+	for {
+		p, err := docs.next()
 		if errors.Is(err, io.EOF) {
 			return
 		}
 		loc := base
-		loc.Document = doc
+		loc.Document = p.doc
+		loc.Item = p.item
 		if base.RenderedBy == "" {
-			loc.Line = line
+			loc.Line = p.line
 		}
 		if err != nil {
 			rd.fail(loc, fmt.Errorf("cannot read: %w", err))
 			return
 		}
-		jsonData, err := yaml.YAMLToJSON(data)
+		jsonData, err := yaml.YAMLToJSON(p.data)
 		if err != nil {
 			rd.fail(loc, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: ")))
 			continue
 		}
-		rd.decodeObject(loc, data, jsonData, 0)
+		if p.item > 0 {
+			// A List's item, streamed: at depth 1, as decodeList would
+			// hand it on; where its text starts in the file is kept
+			// to point at its fields.
+			rd.decodeObject(loc, source{doc: p.data, column: p.column}, jsonData, 1)
+			continue
+		}
+		if p.streamed > 0 && !isList(jsonData) {
+			rd.fail(loc, errors.New("top-level items: in a document that is no List"))
+			continue
+		}
+		rd.decodeObject(loc, source{doc: p.data}, jsonData, 0)
 	}
+}
+
+// isList reports whether a document's kind ends with "List".
+func isList(data []byte) bool {
+	var tm metav1.TypeMeta
+	return json.Unmarshal(data, &tm) == nil && strings.HasSuffix(tm.Kind, "List")
 }
 
 func (rd *Reader) fail(loc Location, err error) {
@@ -130,7 +160,7 @@ func (rd *Reader) notKubernetes(loc Location) {
 	rd.Ignored = append(rd.Ignored, loc.File)
 }
 
-func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
+func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return // an empty document, e.g. only comments
@@ -153,7 +183,7 @@ func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
 		return
 	}
 	if strings.HasSuffix(tm.Kind, "List") {
-		rd.decodeList(loc, doc, trimmed, depth)
+		rd.decodeList(loc, src.doc, trimmed, depth)
 		return
 	}
 	rd.Objects++
@@ -170,7 +200,10 @@ func (rd *Reader) decodeObject(loc Location, doc, data []byte, depth int) {
 		}
 		d := DaemonSet{Location: loc, DaemonSet: &ds}
 		if loc.Line > 0 {
-			d.doc = doc
+			// The DaemonSet keeps the text only: the document's
+			// buffer is reused for the next one.
+			d.src = src
+			d.src.doc = bytes.Clone(src.doc)
 		}
 		if rd.OnDaemonSet != nil {
 			rd.OnDaemonSet(d)
@@ -236,7 +269,7 @@ func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int) {
 		} else {
 			itemLoc.Line = 0 // nested Lists: no position worth the bookkeeping
 		}
-		rd.decodeObject(itemLoc, doc, item, depth+1)
+		rd.decodeObject(itemLoc, source{doc: doc, item: itemLoc.Item}, item, depth+1)
 	}
 }
 

@@ -145,8 +145,8 @@ func TestSet_Decode(t *testing.T) {
 
 func TestSet_Decode_ListItemLocation(t *testing.T) {
 	s := decodeString(t, "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: apps/v1beta2, kind: DaemonSet}\n")
-	if len(s.Errors) != 1 || s.Errors[0].Location != (Location{File: "input.yaml", Document: 1, Item: 2, Line: 1}) {
-		t.Fatalf("errors = %v, want one at document 1 item 2", s.Errors)
+	if len(s.Errors) != 1 || s.Errors[0].Location != (Location{File: "input.yaml", Document: 1, Item: 2, Line: 5}) {
+		t.Fatalf("errors = %v, want one at document 1 item 2, line 5 (where the item starts)", s.Errors)
 	}
 	if got := s.Errors[0].Location.String(); got != "input.yaml: document 1, item 2" {
 		t.Errorf("Location.String() = %q", got)

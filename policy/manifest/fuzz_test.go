@@ -13,6 +13,10 @@ func FuzzDecode(f *testing.F) {
 		daemonSetYAML,
 		"---\n---\n",
 		"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: apps/v1, kind: DaemonSet}\n",
+		// kubectl's List, streamed item by item; items indented, a comment
+		// and a blank line between them.
+		"apiVersion: v1\nitems:\n- apiVersion: apps/v1\n  kind: DaemonSet\n  metadata: {name: a}\n# c\n\n- apiVersion: v1\n  kind: Node\nkind: List\n",
+		"apiVersion: v1\nitems:\n  -\n    apiVersion: v1\n    kind: Pod\n  - |\n    text\n---\nitems:\n  a: b\n",
 		`{"apiVersion":"apps/v1","kind":"DaemonSet","spec":{"updateStrategy":{"rollingUpdate":{"maxSurge":"10%"}}}}`,
 		"apiVersion: apps/v1beta2\nkind: DaemonSet\n",
 		"kind: [\n",

@@ -24,14 +24,14 @@ func TestDocuments_Lines(t *testing.T) {
 			d := newDocuments(strings.NewReader(tt.input))
 			var got []int
 			for {
-				_, line, err := d.next()
+				p, err := d.next()
 				if err == io.EOF {
 					break
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
-				got = append(got, line)
+				got = append(got, p.line)
 			}
 			if len(got) != len(tt.want) {
 				t.Fatalf("lines = %v, want %v", got, tt.want)

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// dumpCommand writes what `kubectl get nodes,pods,priorityclasses -A -o
+// yaml` prints for the harness's fleet with Pods bound to every node, for
+// measuring `dsguard check --nodes` on a dump of that size.
+const dumpCommand = "dump"
+
+func runDump(args []string) error {
+	fs := flag.NewFlagSet(dumpCommand, flag.ExitOnError)
+	nodes := fs.Int("nodes", 65000, "Nodes in the dump")
+	perNode := fs.Int("pods-per-node", 30, "Pods bound to each node")
+	out := fs.String("o", "", "file to write (default standard output)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *nodes < 10 {
+		return fmt.Errorf("-nodes must be at least 10")
+	}
+	w := io.Writer(os.Stdout)
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err := writeDump(bw, newFleet(*nodes, 0), *perNode); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// writeDump writes the List item by item, as kubectl does, without holding
+// it.
+func writeDump(w *bufio.Writer, f *fleet, perNode int) error {
+	if _, err := w.WriteString("apiVersion: v1\nitems:\n"); err != nil {
+		return err
+	}
+	item := func(obj any) error {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		// kubectl writes items as "- " then the object indented by two.
+		for i, line := range bytes.SplitAfter(b, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			prefix := "  "
+			if i == 0 {
+				prefix = "- "
+			}
+			w.WriteString(prefix)
+			w.Write(line)
+		}
+		return nil
+	}
+	for i, n := range f.nodes {
+		if err := item(dumpNode(n, i)); err != nil {
+			return err
+		}
+	}
+	for _, pc := range dumpPriorityClasses() {
+		if err := item(pc); err != nil {
+			return err
+		}
+	}
+	pod := 0
+	for _, n := range f.nodes {
+		for range perNode {
+			if err := item(dumpPod(pod, n.Name)); err != nil {
+				return err
+			}
+			pod++
+		}
+	}
+	_, err := w.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
+	return err
+}
+
+var dumpEpoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// dumpNode is a Node as a cloud cluster's API server returns it: labels,
+// addresses, capacity and allocatable, conditions, node info and the
+// images the kubelet reports.
+func dumpNode(n *corev1.Node, i int) *corev1.Node {
+	node := n.DeepCopy()
+	node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	node.UID = types.UID(fmt.Sprintf("6b1f6a2e-0000-4000-8000-%012d", i))
+	node.ResourceVersion = fmt.Sprint(100000 + i)
+	node.CreationTimestamp = metav1.NewTime(dumpEpoch)
+	node.Annotations = map[string]string{
+		"node.alpha.kubernetes.io/ttl":                           "0",
+		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+		"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-%017x"}`, i),
+	}
+	node.Spec.PodCIDR = fmt.Sprintf("10.%d.%d.0/24", 64+i/65536%64, i/256%256)
+	node.Spec.PodCIDRs = []string{node.Spec.PodCIDR}
+	node.Spec.ProviderID = fmt.Sprintf("aws:///zone-a/i-%017x", i)
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("8"),
+		corev1.ResourceMemory:           resource.MustParse("32475712Ki"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("95551679124"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		"hugepages-1Gi":                 resource.MustParse("0"),
+		"hugepages-2Mi":                 resource.MustParse("0"),
+	}
+	node.Status.Capacity = res
+	alloc := res.DeepCopy()
+	alloc[corev1.ResourceCPU] = resource.MustParse("7910m")
+	alloc[corev1.ResourceMemory] = resource.MustParse("31458880Ki")
+	node.Status.Allocatable = alloc
+	beat := metav1.NewTime(dumpEpoch.Add(time.Hour))
+	for _, c := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeReady} {
+		status, reason := corev1.ConditionFalse, "KubeletHasSufficient"+string(c)
+		if c == corev1.NodeReady {
+			status, reason = corev1.ConditionTrue, "KubeletReady"
+		}
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: status,
+			LastHeartbeatTime: beat, LastTransitionTime: metav1.NewTime(dumpEpoch), Reason: reason, Message: "kubelet is posting ready status"})
+	}
+	node.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.%d.%d", i/256%256, i%256)},
+		{Type: corev1.NodeHostName, Address: n.Name},
+		{Type: corev1.NodeInternalDNS, Address: n.Name + ".ec2.internal"},
+	}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	node.Status.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("ec2%029x", i),
+		BootID: fmt.Sprintf("%032x", i+1), KernelVersion: "6.1.112-124.190.amzn2023.x86_64", OSImage: "Amazon Linux 2023",
+		ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64"}
+	for j := range 12 {
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{
+			Names: []string{fmt.Sprintf("registry.example.com/team-%d/image-%d@sha256:%064x", j%4, j, j),
+				fmt.Sprintf("registry.example.com/team-%d/image-%d:v1.%d.0", j%4, j, j)},
+			SizeBytes: int64(20_000_000 + j*1_000_000)})
+	}
+	return node
+}
+
+// dumpPriorityClasses are those of a cluster with a priority for node
+// agents and one for business workloads.
+func dumpPriorityClasses() []*schedulingv1.PriorityClass {
+	pc := func(name string, value int32) *schedulingv1.PriorityClass {
+		return &schedulingv1.PriorityClass{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"},
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value, PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority)}
+	}
+	return []*schedulingv1.PriorityClass{pc("system-node-critical", 2000001000), pc("system-cluster-critical", 2000000000),
+		pc("business-high", 100000), pc("batch-low", -10)}
+}
+
+// dumpPod is a running Pod of a ReplicaSet as the API server returns it
+// (kubectl leaves out managedFields): two containers, the service account
+// token volume, default tolerations, five conditions and container
+// statuses. Its requests, priority and labels vary with i.
+func dumpPod(i int, node string) *corev1.Pod {
+	workload := fmt.Sprintf("workload-%d", i%200)
+	start := metav1.NewTime(dumpEpoch.Add(time.Duration(i) * time.Second))
+	priority := []int32{0, 0, 100000, -10}[i%4]
+	className := []string{"", "", "business-high", "batch-low"}[i%4]
+	container := func(name string, cpu, mem int64) corev1.Container {
+		return corev1.Container{Name: name, Image: "registry.example.com/team/" + workload + ":v2.3.1",
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+			Env:             []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "info"}, {Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI), corev1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI)},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(2*mem, resource.BinarySI)}},
+			VolumeMounts:             []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+			TerminationMessagePath:   "/dev/termination-log",
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		}
+	}
+	hash := fmt.Sprintf("%x", 0x5f7d8c9b6+i%200)
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%05x", workload, hash, i), GenerateName: workload + "-" + hash + "-",
+			Namespace: fmt.Sprintf("team-%02d", i%200%40), UID: types.UID(fmt.Sprintf("9c4e2b1a-0000-4000-8000-%012d", i)),
+			ResourceVersion: fmt.Sprint(500000 + i), CreationTimestamp: start,
+			Labels:      map[string]string{"app.kubernetes.io/name": workload, "pod-template-hash": hash, "team": fmt.Sprintf("team-%02d", i%200%40)},
+			Annotations: map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-10-30T12:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: workload + "-" + hash,
+				UID: types.UID(fmt.Sprintf("1d2c3b4a-0000-4000-8000-%012d", i%200)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{container("app", int64(50*(1+i%8)), int64(64<<20)*int64(1+i%4)), container("proxy", 10, 32<<20)},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](420),
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+						FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}}}}}}},
+			DNSPolicy: corev1.DNSClusterFirst, EnableServiceLinks: ptr.To(true), NodeName: node,
+			PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority), Priority: &priority, PriorityClassName: className,
+			RestartPolicy: corev1.RestartPolicyAlways, SchedulerName: corev1.DefaultSchedulerName,
+			SecurityContext: &corev1.PodSecurityContext{}, ServiceAccountName: "default", DeprecatedServiceAccount: "default",
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			Tolerations: []corev1.Toleration{
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
+			PodIP: fmt.Sprintf("10.%d.%d.%d", 64+i>>16&63, i>>8&255, i&255), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.%d.%d.%d", 64+i>>16&63, i>>8&255, i&255)}},
+			QOSClass: corev1.PodQOSBurstable, StartTime: &start},
+	}
+	for _, c := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: start})
+	}
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Ready: true, Started: ptr.To(true),
+			Image: c.Image, ImageID: fmt.Sprintf("registry.example.com/team/%s@sha256:%064x", workload, i%200),
+			ContainerID: fmt.Sprintf("containerd://%064x", i), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}})
+	}
+	return pod
+}
