@@ -379,7 +379,7 @@ func nodeRecordOf(obj any) (*nodeRecord, error) {
 	}
 	fn := fit.NodeOf(n)
 	fn.Labels, fn.Hostname = nil, n.Labels[corev1.LabelHostname]
-	return &nodeRecord{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, node: fn, labels: unique.Make(labelsKey(n.Labels, corev1.LabelHostname))}, nil
+	return &nodeRecord{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, node: fn, labels: unique.Make(fit.LabelsKey(n.Labels, corev1.LabelHostname))}, nil
 }
 
 // each applies objs (deleting them with remove); a non-empty listed is the
@@ -450,22 +450,6 @@ type labelTable map[unique.Handle[string]]*sharedLabels
 type sharedLabels struct {
 	labels map[string]string
 	refs   int
-}
-
-// labelsKey is labels without the label skip, in one string: key, NUL,
-// value, NUL, sorted by key.
-func labelsKey(labels map[string]string, skip string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if k == skip {
-			continue
-		}
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(labels[k])
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 // hold returns the shared map for key, counting one more holder.
@@ -561,7 +545,7 @@ func recordOf(obj any) (*podRecord, error) {
 		if r.rec.Owner != "" {
 			r.rec.Owner = unique.Make(r.rec.Owner).Value()
 		}
-		r.labels = unique.Make(labelsKey(o.Labels, ""))
+		r.labels = unique.Make(fit.LabelsKey(o.Labels, ""))
 		return r, nil
 	}
 	return nil, fmt.Errorf("fit view: %T is not a Pod", obj)

@@ -3,6 +3,7 @@ package fit
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -41,16 +42,38 @@ type Builder struct {
 	classes   []schedulingv1.PriorityClass
 	nsLabels  map[string]map[string]string
 	pods      int
+	// labels and owners share what Pods of one workload hold alike, so a
+	// dump's records cost what differs from Pod to Pod.
+	labels map[string]map[string]string
+	owners map[string]string
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
 	return &Builder{nodes: map[string]*Node{}, bound: map[string][]Pod{}, nominated: map[string][]Pod{},
-		nsLabels: map[string]map[string]string{}}
+		nsLabels: map[string]map[string]string{}, labels: map[string]map[string]string{}, owners: map[string]string{}}
 }
 
 // AddNode adds a node; its status.allocatable is what fit weighs.
-func (b *Builder) AddNode(node *corev1.Node) { b.nodes[node.Name] = NodeOf(node) }
+// Nodes that differ only by hostname (a pool in a zone) share one map of
+// labels, as in clusterview.FitView.
+func (b *Builder) AddNode(node *corev1.Node) {
+	n := NodeOf(node)
+	n.Labels, n.Hostname = b.share(node.Labels, corev1.LabelHostname), node.Labels[corev1.LabelHostname]
+	b.nodes[node.Name] = n
+}
+
+// share returns the one map the Builder keeps for labels (skip left out).
+func (b *Builder) share(labels map[string]string, skip string) map[string]string {
+	key := LabelsKey(labels, skip)
+	if shared, ok := b.labels[key]; ok {
+		return shared
+	}
+	shared := maps.Clone(labels)
+	delete(shared, skip)
+	b.labels[key] = shared
+	return shared
+}
 
 // AddPod adds a Pod as the scheduler's cache counts it: Pods in phase
 // Succeeded or Failed are left out (the scheduler does not even watch them),
@@ -70,6 +93,15 @@ func (b *Builder) AddPod(pod *corev1.Pod) error {
 	p, err := PodOf(pod)
 	if err != nil {
 		return err
+	}
+	p.Namespace = p.Key[:len(pod.Namespace)]
+	p.Labels = b.share(p.Labels, "")
+	if p.Owner != "" {
+		if shared, ok := b.owners[p.Owner]; ok {
+			p.Owner = shared
+		} else {
+			b.owners[p.Owner] = p.Owner
+		}
 	}
 	into[name] = append(into[name], p)
 	b.pods++
@@ -380,4 +412,21 @@ func (o *NodeOutcome) why() (why, note string) {
 		note = " (preempting lower-priority Pods would not make room)"
 	}
 	return strings.Join(parts, ", "), note
+}
+
+// LabelsKey is labels without the label skip, in one string: key, NUL,
+// value, NUL, sorted by key. Equal keys are equal label sets, so that the
+// holders of the same labels can share one map.
+func LabelsKey(labels map[string]string, skip string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if k == skip {
+			continue
+		}
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
