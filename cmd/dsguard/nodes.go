@@ -1,19 +1,28 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dsguard/dsguard/coverage/fit"
+	"github.com/dsguard/dsguard/policy/manifest"
 )
+
+// nodesPage is how many objects one LIST of dsguard nodes asks for.
+const nodesPage = 500
 
 func newNodesCommand() *cobra.Command {
 	var (
 		selector string
 		output   string
+		withFit  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "nodes",
@@ -21,16 +30,24 @@ func newNodesCommand() *cobra.Command {
 		Long: "Nodes lists the cluster's Nodes and prints them as a v1 List holding only what coverage prediction\n" +
 			"reads (name, labels, taints, unschedulable): no addresses, images, conditions or annotations. The\n" +
 			"file is small enough to commit, so CI can judge coverage against production's nodes without\n" +
-			"credentials for production.",
+			"credentials for production.\n\n" +
+			"With --fit it also saves what the scheduler weighs, so that check --nodes predicts whether the Pods\n" +
+			"will land (resource-fit, priority-class, host-port-conflict, anti-affinity-conflict): each node's\n" +
+			"allocatable; each Pod that has not finished reduced to its name, namespace, labels, controlling\n" +
+			"DaemonSet, priority, start time, node, the request the scheduler counts, its host ports and required\n" +
+			"anti-affinity terms (no image, command, environment, volume or address); the PriorityClasses; the\n" +
+			"namespaces' labels. The List is written as it is listed, a page at a time.",
 		Example: "  dsguard nodes > nodes.yaml\n" +
 			"  dsguard nodes --context production -l node.kubernetes.io/instance-type -o json > nodes.json\n" +
+			"  dsguard nodes --fit > cluster.yaml\n" +
 			"  dsguard check manifests/ --nodes nodes.yaml -o wide",
 		Args: cobra.NoArgs,
 	}
 	flags := newClusterFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if output != "yaml" && output != "json" {
-			return fmt.Errorf("unknown output format %q (want yaml or json)", output)
+		lw, err := manifest.NewListWriter(cmd.OutOrStdout(), output)
+		if err != nil {
+			return err
 		}
 		c, err := flags.client()
 		if err != nil {
@@ -48,21 +65,91 @@ func newNodesCommand() *cobra.Command {
 			}
 			opts = append(opts, client.MatchingLabelsSelector{Selector: s})
 		}
-		var list corev1.NodeList
-		if err := c.List(cmd.Context(), &list, opts...); err != nil {
+		ctx := cmd.Context()
+		if err := listPaged(ctx, c, &corev1.NodeList{}, func(l *corev1.NodeList) error {
+			for i := range l.Items {
+				n := savedNode(&l.Items[i])
+				if withFit {
+					n.Status.Allocatable = l.Items[i].Status.Allocatable
+				}
+				if err := lw.Write(n); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, opts...); err != nil {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
-		out := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-		for i := range list.Items {
-			out.Items = append(out.Items, runtime.RawExtension{Object: savedNode(&list.Items[i])})
+		if withFit {
+			if err := writeFitObjects(ctx, c, lw); err != nil {
+				return err
+			}
 		}
-		return printObject(cmd.OutOrStdout(), output, out)
+		return lw.Close()
 	}
 	f := cmd.Flags()
 	f.StringVarP(&selector, "selector", "l", "", "label selector of the nodes to save (e.g. -l kubernetes.io/os=linux)")
 	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	f.BoolVar(&withFit, "fit", false, "also save what the scheduler weighs: allocatable, the Pods reduced to their requests, ports, priority and anti-affinity, the PriorityClasses and namespace labels")
 	_ = cmd.RegisterFlagCompletionFunc("output", fixedCompletion("yaml", "json"))
 	return cmd
+}
+
+// writeFitObjects writes the Pods that have not finished (as the scheduler
+// watches them), reduced; the PriorityClasses; the namespaces' labels.
+func writeFitObjects(ctx context.Context, c client.Client, lw *manifest.ListWriter) error {
+	notFinished := client.MatchingFieldsSelector{Selector: fields.ParseSelectorOrDie("status.phase!=Succeeded,status.phase!=Failed")}
+	if err := listPaged(ctx, c, &corev1.PodList{}, func(l *corev1.PodList) error {
+		for i := range l.Items {
+			if err := lw.Write(fit.SavedPod(&l.Items[i])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, notFinished); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	if err := listPaged(ctx, c, &schedulingv1.PriorityClassList{}, func(l *schedulingv1.PriorityClassList) error {
+		for _, pc := range l.Items {
+			if err := lw.Write(&schedulingv1.PriorityClass{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"},
+				ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: pc.Value, GlobalDefault: pc.GlobalDefault,
+				PreemptionPolicy: pc.PreemptionPolicy}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("listing priorityclasses: %w", err)
+	}
+	if err := listPaged(ctx, c, &corev1.NamespaceList{}, func(l *corev1.NamespaceList) error {
+		for _, ns := range l.Items {
+			if err := lw.Write(&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+				ObjectMeta: metav1.ObjectMeta{Name: ns.Name, Labels: ns.Labels}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	return nil
+}
+
+// listPaged lists in pages of nodesPage, handing each page on, so that a
+// cluster of a million Pods is never held whole.
+func listPaged[L client.ObjectList](ctx context.Context, c client.Client, list L, page func(L) error, opts ...client.ListOption) error {
+	cont := ""
+	for {
+		if err := c.List(ctx, list, append(opts, client.Limit(nodesPage), client.Continue(cont))...); err != nil {
+			return err
+		}
+		if err := page(list); err != nil {
+			return err
+		}
+		if cont = list.GetContinue(); cont == "" {
+			return nil
+		}
+	}
 }
 
 // savedNode keeps what the DaemonSet controller's placement reads.

@@ -108,10 +108,13 @@ func (r Resources) Clone() Resources {
 // kubelet reports in the status counted where they are larger (in-place
 // resize), the largest init container, restartable init containers
 // (sidecars) summed with the containers, and the Pod's overhead.
-func PodRequests(pod *corev1.Pod) Resources {
-	return ResourcesOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+func PodRequests(pod *corev1.Pod) Resources { return ResourcesOf(podRequestList(pod)) }
+
+// podRequestList is PodRequests as a resource list.
+func podRequestList(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
 		UseStatusResources: true,
 		// InPlacePodLevelResourcesVerticalScaling is beta and on in v1.37.
 		InPlacePodLevelResourcesVerticalScalingEnabled: true,
-	}))
+	})
 }

@@ -121,9 +121,9 @@ func (rd *Reader) decode(base Location, r io.Reader) {
 			rd.fail(loc, fmt.Errorf("cannot read: %w", err))
 			return
 		}
-		jsonData, err := yaml.YAMLToJSON(p.data)
+		jsonData, err := toJSON(p.data)
 		if err != nil {
-			rd.fail(loc, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: ")))
+			rd.fail(loc, err)
 			continue
 		}
 		if p.item > 0 {
@@ -139,6 +139,20 @@ func (rd *Reader) decode(base Location, r io.Reader) {
 		}
 		rd.decodeObject(loc, source{doc: p.data}, jsonData, 0)
 	}
+}
+
+// toJSON converts a document or item to JSON; one that is JSON already (a
+// kubectl get -o json dump) skips the YAML parser, which is many times
+// slower.
+func toJSON(data []byte) ([]byte, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && json.Valid(t) {
+		return t, nil
+	}
+	out, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: "))
+	}
+	return out, nil
 }
 
 // isList reports whether a document's kind ends with "List".

@@ -43,6 +43,8 @@ type documents struct {
 	itemCount int
 	// pending is a line read but not yet handled (it ended an item).
 	pending []byte
+	// jsonItems is the line that opened a JSON List's items.
+	jsonItems []byte
 }
 
 type itemState int
@@ -50,6 +52,9 @@ type itemState int
 const (
 	noItems itemState = iota
 	inItems
+	// inJSONItems: the "items" array of a JSON List written one object
+	// per block, as kubectl get -o json (json.MarshalIndent) writes it.
+	inJSONItems
 )
 
 // part is one document, or one streamed item of a List document.
@@ -171,7 +176,16 @@ func (d *documents) end() part {
 // takeLine adds a line to the document or to the item being gathered; it
 // returns an item when the line ends one.
 func (d *documents) takeLine(line []byte) (part, bool) {
+	if d.items == inJSONItems {
+		return d.takeJSONLine(line)
+	}
 	if d.items == noItems {
+		if d.buf.Len() > 0 && bytes.Equal(bytes.TrimSpace(line), []byte(`"items": [`)) &&
+			bytes.Equal(bytes.TrimSpace(d.buf.Bytes()[:bytes.IndexByte(d.buf.Bytes(), '\n')+1]), []byte("{")) {
+			d.items, d.itemIndent = inJSONItems, -1
+			d.jsonItems = append(d.jsonItems[:0], line...)
+			return part{}, false
+		}
 		if isItemsKey(line) {
 			d.items = inItems
 			d.buf.WriteString("items: []\n")
@@ -217,6 +231,43 @@ func (d *documents) takeLine(line []byte) (part, bool) {
 	return p, ok
 }
 
+// takeJSONLine is takeLine in a JSON List's items: an item runs from a
+// line "{" to the line "}" (or "},") at the same indentation.
+func (d *documents) takeJSONLine(line []byte) (part, bool) {
+	indent, content := indentation(line)
+	trimmed := bytes.TrimSpace(content)
+	open := d.item.Len() > 0
+	switch {
+	case open:
+		d.item.Write(line)
+		if indent == d.itemIndent && (bytes.Equal(trimmed, []byte("}")) || bytes.Equal(trimmed, []byte("},"))) {
+			if bytes.HasSuffix(trimmed, []byte(",")) {
+				b := d.item.Bytes()
+				d.item.Truncate(bytes.LastIndexByte(b, ','))
+			}
+			return d.flushItem()
+		}
+	case len(trimmed) == 0:
+	case bytes.Equal(trimmed, []byte("{")) && (d.itemIndent < 0 || indent == d.itemIndent):
+		d.itemIndent, d.itemLine = indent, d.line
+		d.item.Write(line)
+	case trimmed[0] == ']':
+		// The items are over: the document keeps an empty array.
+		d.buf.Write(d.jsonItems[:bytes.IndexByte(d.jsonItems, '[')+1])
+		d.buf.Write(bytes.TrimLeft(content, " \t"))
+		d.items = noItems
+	default:
+		// Not one object per block: read the document whole (or, past
+		// the first items, let it fail to parse rather than guess).
+		d.items = noItems
+		if d.itemCount == 0 {
+			d.buf.Write(d.jsonItems)
+		}
+		d.buf.Write(line)
+	}
+	return part{}, false
+}
+
 // dedentFirst strips the spaces after an item's "-", so that the item's
 // text starts at its first key: "- apiVersion: v1" becomes "apiVersion: v1".
 func (d *documents) dedentFirst() {
@@ -238,7 +289,11 @@ func (d *documents) flushItem() (part, bool) {
 	d.itemCount++
 	d.item, d.out = d.out, d.item
 	d.item.Reset()
-	return part{data: d.out.Bytes(), line: d.itemLine, doc: d.doc, item: d.itemCount, column: d.itemIndent + 2}, true
+	column := d.itemIndent + 2 // a YAML item loses its "- " indentation
+	if d.items == inJSONItems {
+		column = 0 // a JSON item keeps its own
+	}
+	return part{data: d.out.Bytes(), line: d.itemLine, doc: d.doc, item: d.itemCount, column: column}, true
 }
 
 // isItemsKey reports whether a line is a top-level "items:" with its value

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -66,9 +67,32 @@ func TestDecode_StreamedListsMatchTheDocuments(t *testing.T) {
 	if len(docs) < 20 {
 		t.Fatalf("only %d single-DaemonSet fixtures", len(docs))
 	}
-	for _, indent := range []int{0, 2} {
-		t.Run(fmt.Sprintf("items at indent %d", indent), func(t *testing.T) {
-			list := asList(docs, indent)
+	jsonList := func() string {
+		var b bytes.Buffer
+		lw, err := NewListWriter(&b, "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ds := range want {
+			if err := lw.Write(ds); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := lw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}()
+	for _, indent := range []int{0, 2, -1} {
+		name := fmt.Sprintf("items at indent %d", indent)
+		if indent < 0 {
+			name = "JSON, as kubectl get -o json writes it"
+		}
+		t.Run(name, func(t *testing.T) {
+			list := jsonList
+			if indent >= 0 {
+				list = asList(docs, indent)
+			}
 			// The same List read whole, as a YAML library reads it.
 			var whole struct{ Items []appsv1.DaemonSet }
 			if err := yaml.Unmarshal([]byte(list), &whole); err != nil {
@@ -87,7 +111,8 @@ func TestDecode_StreamedListsMatchTheDocuments(t *testing.T) {
 				if !reflect.DeepEqual(d.DaemonSet, want[i]) || !reflect.DeepEqual(*d.DaemonSet, whole.Items[i]) {
 					t.Fatalf("item %d (%s) decodes differently when streamed", i+1, files[i])
 				}
-				if d.Location.Item != i+1 || d.Location.Document != 1 {
+				// Streamed: each item's Location.Line is its own.
+				if d.Location.Item != i+1 || d.Location.Document != 1 || d.Location.Line < 3 {
 					t.Errorf("item %d: location %+v", i+1, d.Location)
 				}
 				p := d.Position("metadata.name")
@@ -147,4 +172,47 @@ func TestDecode_StreamedListEdges(t *testing.T) {
 func indentItem(doc string) string {
 	list := strings.TrimPrefix(asList([][]byte{[]byte(doc)}, 0), "apiVersion: v1\nitems:\n")
 	return strings.TrimSuffix(list, "kind: List\nmetadata:\n  resourceVersion: \"\"\n")
+}
+
+// TestListWriter_ReadBack: what ListWriter writes, in both formats and
+// empty, the Reader reads back object for object.
+func TestListWriter_ReadBack(t *testing.T) {
+	var want []*appsv1.DaemonSet
+	for _, name := range []string{"a", "b", "c"} {
+		var s Set
+		s.Decode("x.yaml", strings.NewReader(strings.Replace(daemonSetYAML, "name: agent\n", "name: "+name+"\n", 1)))
+		want = append(want, s.DaemonSets[0].DaemonSet)
+	}
+	for _, format := range []string{"yaml", "json"} {
+		for _, n := range []int{0, 1, 3} {
+			t.Run(fmt.Sprintf("%s, %d items", format, n), func(t *testing.T) {
+				var b bytes.Buffer
+				lw, err := NewListWriter(&b, format)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ds := range want[:n] {
+					if err := lw.Write(ds); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := lw.Close(); err != nil {
+					t.Fatal(err)
+				}
+				var s Set
+				s.Decode("list."+format, &b)
+				if len(s.Errors) > 0 || len(s.DaemonSets) != n {
+					t.Fatalf("read back %d DaemonSets, errors %v:\n%s", len(s.DaemonSets), s.Errors, b.String())
+				}
+				for i, d := range s.DaemonSets {
+					if !reflect.DeepEqual(d.DaemonSet, want[i]) {
+						t.Errorf("item %d differs", i)
+					}
+				}
+			})
+		}
+	}
+	if _, err := NewListWriter(io.Discard, "xml"); err == nil {
+		t.Error("format xml accepted")
+	}
 }

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,27 @@ func TestFit_AdmissionSaysWhereTheAgentLands(t *testing.T) {
 	// come before the cut.
 	if !strings.Contains(prioWarn, "it needs 1001 or more to preempt such Pods") {
 		t.Errorf("the priority-class warning does not say what priority the agent needs: %s", prioWarn)
+	}
+
+	// Offline, from what dsguard nodes --fit saved: the same verdict, and
+	// a file without the filler's image.
+	saved := cluster.RunDsguard(t.Context(), "nodes", "--fit")
+	if saved.ExitCode != 0 || strings.Contains(saved.Stdout, "registry.k8s.io/pause") || !strings.Contains(saved.Stdout, "fit-filler") {
+		t.Fatalf("dsguard nodes --fit: exit %d, %s\n%s", saved.ExitCode, saved.Stderr, saved.Stdout)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cluster.yaml"), []byte(saved.Stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.yaml"), []byte(small), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	offline := framework.Run(t.Context(), dir, "", nil, cluster.Dsguard, "check", "agent.yaml", "--nodes", "cluster.yaml", "-o", "json")
+	for _, want := range []string{"stays Pending on 1 of 2 nodes it covers: does not fit on 1 node (fit-1)", "500m", "200m",
+		"the priority of monitoring/fit-filler"} {
+		if !strings.Contains(offline.Stdout, want) {
+			t.Errorf("dsguard check --nodes with the saved file lacks %q (exit %d):\n%s%s", want, offline.ExitCode, offline.Stdout, offline.Stderr)
+		}
 	}
 
 	// 3 cpu fits on neither node, whatever it preempts: refused.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -15,11 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/policy/manifest"
 )
 
 // dumpCommand writes what `kubectl get nodes,pods,priorityclasses -A -o
-// yaml` prints for the harness's fleet with Pods bound to every node, for
+// yaml` (or -o json) prints for the harness's fleet with Pods bound to every node, for
 // measuring `dsguard check --nodes` on a dump of that size.
 const dumpCommand = "dump"
 
@@ -28,6 +27,7 @@ func runDump(args []string) error {
 	nodes := fs.Int("nodes", 65000, "Nodes in the dump")
 	perNode := fs.Int("pods-per-node", 30, "Pods bound to each node")
 	out := fs.String("o", "", "file to write (default standard output)")
+	format := fs.String("format", "yaml", "yaml (kubectl get -o yaml) or json (kubectl get -o json)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,59 +43,31 @@ func runDump(args []string) error {
 		defer f.Close()
 		w = f
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := writeDump(bw, newFleet(*nodes, 0), *perNode); err != nil {
+	lw, err := manifest.NewListWriter(w, *format)
+	if err != nil {
 		return err
 	}
-	return bw.Flush()
-}
-
-// writeDump writes the List item by item, as kubectl does, without holding
-// it.
-func writeDump(w *bufio.Writer, f *fleet, perNode int) error {
-	if _, err := w.WriteString("apiVersion: v1\nitems:\n"); err != nil {
-		return err
-	}
-	item := func(obj any) error {
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		// kubectl writes items as "- " then the object indented by two.
-		for i, line := range bytes.SplitAfter(b, []byte("\n")) {
-			if len(line) == 0 {
-				continue
-			}
-			prefix := "  "
-			if i == 0 {
-				prefix = "- "
-			}
-			w.WriteString(prefix)
-			w.Write(line)
-		}
-		return nil
-	}
+	f := newFleet(*nodes, 0)
 	for i, n := range f.nodes {
-		if err := item(dumpNode(n, i)); err != nil {
+		if err := lw.Write(dumpNode(n, i)); err != nil {
 			return err
 		}
 	}
 	for _, pc := range dumpPriorityClasses() {
-		if err := item(pc); err != nil {
+		if err := lw.Write(pc); err != nil {
 			return err
 		}
 	}
 	pod := 0
 	for _, n := range f.nodes {
-		for range perNode {
-			if err := item(dumpPod(pod, n.Name)); err != nil {
+		for range *perNode {
+			if err := lw.Write(dumpPod(pod, n.Name)); err != nil {
 				return err
 			}
 			pod++
 		}
 	}
-	_, err := w.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
-	return err
+	return lw.Close()
 }
 
 var dumpEpoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
