@@ -3,10 +3,15 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# VERSION is the git tag's form (v1.2.3); what a binary says, the image's tag
+# and the chart's version and appVersion drop the "v" (1.2.3), as GoReleaser's
+# {{ .Version }} and Helm do: one convention, held by test/chart's
+# TestVersion_OneConvention.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PLAIN_VERSION := $(patsubst v%,%,$(VERSION))
 BIN_DIR ?= bin
 GO ?= go
-LDFLAGS := -s -w -X main.version=$(VERSION)
+LDFLAGS := -s -w -X main.version=$(PLAIN_VERSION)
 # TAGS are Go build tags for `make build`. The container image's binary is
 # built with IMAGE_TAGS: norender leaves Helm's SDK out (the webhook never
 # renders charts; the release binaries, which `dsguard check` users install,
@@ -206,7 +211,7 @@ IMAGE_DIR ?= $(BIN_DIR)/image
 image: ## Build the container image as an OCI layout and archive in bin/image (no Docker engine; reproducible)
 	$(MAKE) -s build BIN_DIR=$(IMAGE_DIR) GOOS=linux TAGS=$(IMAGE_TAGS)
 	$(GO) run ./hack/image -binary $(IMAGE_DIR)/dsguard -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
-	  -name $(IMAGE_REPO):$(VERSION) -version $(VERSION) -oci-layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/dsguard.oci.tar
+	  -name $(IMAGE_REPO):$(PLAIN_VERSION) -version $(PLAIN_VERSION) -oci-layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/dsguard.oci.tar
 
 # Outside make test: `make build` compiles with -trimpath, which nothing in
 # make test does, so on a cold build cache this compiles every dependency
@@ -217,7 +222,11 @@ image-reproducible: ## Build the image twice with `make image` from two copies o
 
 .PHONY: docker-image
 docker-image: ## Build the same image with a Docker engine (Dockerfile)
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
+	docker build --build-arg VERSION=$(PLAIN_VERSION) -t $(IMAGE_REPO):$(PLAIN_VERSION) .
+
+.PHONY: bench-check-dump
+bench-check-dump: ## dsguard check --nodes on a cluster dump of NODES nodes (default 5000) with PODS Pods each (default 30), FORMAT yaml or json, beside merely parsing it
+	hack/check-dump.sh $(NODES) $${PODS:-30} $${FORMAT:-yaml}
 
 .PHONY: bench-check-memory
 bench-check-memory: ## Peak RSS of dsguard check on a generated manifest of MB megabytes (default 50), per output FORMAT (default all)

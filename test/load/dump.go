@@ -205,3 +205,24 @@ func dumpPod(i int, node string) *corev1.Pod {
 	}
 	return pod
 }
+
+// parseCommand reads a file with dsguard's own manifest reader and decodes
+// nothing: the floor that dsguard check --nodes on the same file is
+// compared with (time to merely parse the YAML or JSON).
+const parseCommand = "parse"
+
+func runParse(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: load parse FILE")
+	}
+	start := time.Now()
+	rd := &manifest.Reader{}
+	if err := rd.Load(args); err != nil {
+		return err
+	}
+	if len(rd.Errors) > 0 {
+		return rd.Errors[0]
+	}
+	fmt.Printf("parsed %d objects in %s\n", rd.Objects, time.Since(start).Round(time.Millisecond))
+	return nil
+}

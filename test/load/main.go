@@ -80,7 +80,7 @@ func main() {
 	// harness itself, so that their CPU is apart from the load generator's.
 	if len(os.Args) > 1 {
 		run := map[string]func([]string) error{noopCommand: runNoop, nodeWatcherCommand: runNodeWatcher,
-			podWatcherCommand: runPodWatcher, dumpCommand: runDump}[os.Args[1]]
+			podWatcherCommand: runPodWatcher, dumpCommand: runDump, parseCommand: runParse}[os.Args[1]]
 		if run != nil {
 			if err := run(os.Args[2:]); err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[1], err)
