@@ -44,6 +44,11 @@ type FitView struct {
 	// cluster's objects (FitListerWatchers).
 	Nodes, Pods, PriorityClasses, Namespaces toolscache.ListerWatcher
 	Log                                      logr.Logger
+	// After, when set, holds the first lists back until it is closed
+	// (dsguard serve passes NodeView.Built): the lists of 65,000 Nodes
+	// and the Pods are the largest a start makes, and one after the
+	// other they do not hold their pages in memory at once.
+	After <-chan struct{}
 
 	mu    sync.Mutex
 	nodes map[string]*fitNode
@@ -212,6 +217,13 @@ func (v *FitView) Start(ctx context.Context) error {
 	}
 	v.init()
 	v.builtChan()
+	if v.After != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-v.After:
+		}
+	}
 	reflectors := []*toolscache.Reflector{
 		toolscache.NewReflectorWithOptions(v.Nodes, &corev1.Node{}, fitNodeStore{v}, toolscache.ReflectorOptions{Name: "fit-nodes"}),
 		toolscache.NewReflectorWithOptions(v.Pods, &corev1.Pod{}, fitPodStore{v}, toolscache.ReflectorOptions{Name: "fit-pods"}),

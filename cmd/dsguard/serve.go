@@ -189,7 +189,7 @@ func runServe(o *serveOptions) error {
 	}
 	var fitView *clusterview.FitView
 	if o.fit {
-		if fitView, err = addFitView(mgr); err != nil {
+		if fitView, err = addFitView(mgr, nodes.Built()); err != nil {
 			return err
 		}
 	}
@@ -394,12 +394,12 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, lastGood *clust
 
 // addFitView adds the view of what kube-scheduler weighs, which every
 // replica keeps: each one serves admission.
-func addFitView(mgr ctrl.Manager) (*clusterview.FitView, error) {
+func addFitView(mgr ctrl.Manager, after <-chan struct{}) (*clusterview.FitView, error) {
 	c, err := kubernetes.NewForConfig(clusterview.NodeClientConfig(mgr.GetConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("fit client: %w", err)
 	}
-	v := &clusterview.FitView{Log: ctrl.Log.WithName("fit")}
+	v := &clusterview.FitView{Log: ctrl.Log.WithName("fit"), After: after}
 	v.Nodes, v.Pods, v.PriorityClasses, v.Namespaces = clusterview.FitListerWatchers(c)
 	metrics.Registry.MustRegister(v.Collectors()...)
 	return v, mgr.Add(v)
