@@ -133,9 +133,22 @@ func (rd *Reader) decode(base Location, r io.Reader) {
 			rd.decodeObject(loc, source{doc: p.data, column: p.column}, jsonData, 1)
 			continue
 		}
-		if p.streamed > 0 && !isList(jsonData) {
-			rd.fail(loc, errors.New("top-level items: in a document that is no List"))
-			continue
+		if p.streamed > 0 {
+			// Its items came out already: what remains says whether
+			// it was a List, something else of Kubernetes (an error:
+			// its items were read as objects), or no Kubernetes at
+			// all (items that were not objects were skipped too).
+			var tm metav1.TypeMeta
+			_ = json.Unmarshal(jsonData, &tm)
+			switch {
+			case strings.HasSuffix(tm.Kind, "List"):
+			case tm.APIVersion == "" && tm.Kind == "":
+				rd.notKubernetes(loc)
+				continue
+			default:
+				rd.fail(loc, fmt.Errorf("%s has top-level items, read as a List's; only a List has them", tm.Kind))
+				continue
+			}
 		}
 		rd.decodeObject(loc, source{doc: p.data}, jsonData, 0)
 	}
@@ -153,12 +166,6 @@ func toJSON(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: yaml: "))
 	}
 	return out, nil
-}
-
-// isList reports whether a document's kind ends with "List".
-func isList(data []byte) bool {
-	var tm metav1.TypeMeta
-	return json.Unmarshal(data, &tm) == nil && strings.HasSuffix(tm.Kind, "List")
 }
 
 func (rd *Reader) fail(loc Location, err error) {

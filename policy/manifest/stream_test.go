@@ -149,6 +149,7 @@ func TestDecode_StreamedListEdges(t *testing.T) {
 		{"items with no value", "apiVersion: v1\nitems:\nkind: List\n", nil, 0},
 		{"an entry alone on its line", "apiVersion: v1\nitems:\n-\n  " + strings.ReplaceAll(fmt.Sprintf(ds, "a"), "\n", "\n  ") + "\nkind: List\n", []string{"a"}, 0},
 		{"items in a document that is no List", "apiVersion: v1\nkind: ConfigMap\nitems:\n- " + strings.ReplaceAll(fmt.Sprintf(ds, "a"), "\n", "\n  ") + "\n", []string{"a"}, 1},
+		{"no Kubernetes at all: a list of settings under items", "items:\n- name: a\n  value: 1\n- name: b\nother: x\n", nil, 0},
 		{"the List's end at the end of the stream", "apiVersion: v1\nkind: List\nitems:\n" + indentItem(fmt.Sprintf(ds, "a")), []string{"a"}, 0},
 	}
 	for _, tt := range tests {
