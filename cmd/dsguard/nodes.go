@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -15,8 +16,8 @@ import (
 	"github.com/dsguard/dsguard/policy/manifest"
 )
 
-// nodesPage is how many objects one LIST of dsguard nodes asks for.
-const nodesPage = 500
+// listPage is how many objects one LIST of dsguard nodes asks for.
+const listPage = 500
 
 func newNodesCommand() *cobra.Command {
 	var (
@@ -66,9 +67,11 @@ func newNodesCommand() *cobra.Command {
 			opts = append(opts, client.MatchingLabelsSelector{Selector: s})
 		}
 		ctx := cmd.Context()
+		saved := map[string]bool{}
 		if err := listPaged(ctx, c, &corev1.NodeList{}, func(l *corev1.NodeList) error {
 			for i := range l.Items {
 				n := savedNode(&l.Items[i])
+				saved[n.Name] = true
 				if withFit {
 					n.Status.Allocatable = l.Items[i].Status.Allocatable
 				}
@@ -81,7 +84,7 @@ func newNodesCommand() *cobra.Command {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
 		if withFit {
-			if err := writeFitObjects(ctx, c, lw); err != nil {
+			if err := writeFitObjects(ctx, c, lw, saved); err != nil {
 				return err
 			}
 		}
@@ -96,12 +99,17 @@ func newNodesCommand() *cobra.Command {
 }
 
 // writeFitObjects writes the Pods that have not finished (as the scheduler
-// watches them), reduced; the PriorityClasses; the namespaces' labels.
-func writeFitObjects(ctx context.Context, c client.Client, lw *manifest.ListWriter) error {
+// watches them) on the nodes saved, reduced; the PriorityClasses; the
+// namespaces' labels.
+func writeFitObjects(ctx context.Context, c client.Client, lw *manifest.ListWriter, nodes map[string]bool) error {
 	notFinished := client.MatchingFieldsSelector{Selector: fields.ParseSelectorOrDie("status.phase!=Succeeded,status.phase!=Failed")}
 	if err := listPaged(ctx, c, &corev1.PodList{}, func(l *corev1.PodList) error {
 		for i := range l.Items {
-			if err := lw.Write(fit.SavedPod(&l.Items[i])); err != nil {
+			p := &l.Items[i]
+			if node := cmp.Or(p.Spec.NodeName, p.Status.NominatedNodeName); !nodes[node] {
+				continue // pending nowhere, or on a node left out by -l
+			}
+			if err := lw.Write(fit.SavedPod(p)); err != nil {
 				return err
 			}
 		}
@@ -135,12 +143,12 @@ func writeFitObjects(ctx context.Context, c client.Client, lw *manifest.ListWrit
 	return nil
 }
 
-// listPaged lists in pages of nodesPage, handing each page on, so that a
+// listPaged lists in pages of listPage, handing each page on, so that a
 // cluster of a million Pods is never held whole.
 func listPaged[L client.ObjectList](ctx context.Context, c client.Client, list L, page func(L) error, opts ...client.ListOption) error {
 	cont := ""
 	for {
-		if err := c.List(ctx, list, append(opts, client.Limit(nodesPage), client.Continue(cont))...); err != nil {
+		if err := c.List(ctx, list, append(opts, client.Limit(listPage), client.Continue(cont))...); err != nil {
 			return err
 		}
 		if err := page(list); err != nil {
