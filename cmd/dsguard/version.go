@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -22,7 +23,9 @@ func versionString() string {
 	v, commit, modified := version, "", false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
+			// The module version is the tag (v1.2.3); a release says
+			// 1.2.3, as the chart and the image do.
+			v = strings.TrimPrefix(info.Main.Version, "v")
 		}
 		for _, s := range info.Settings {
 			switch s.Key {
