@@ -1,11 +1,9 @@
 package celform
 
-import (
-	"github.com/dsguard/dsguard/policy"
-)
+import "github.com/dsguard/dsguard/policy"
 
-// RuleAction, ruleScope and exemptionsAllowed read one rule's settings from
-// the policy document by rule ID.
+// RuleAction is the rule's action in the policy document (off when the
+// document does not name the rule).
 func RuleAction(cfg *policy.Config, id string) policy.Action {
 	if o := cfg.Rules.Options(id); o != nil {
 		return o.Action
@@ -13,6 +11,7 @@ func RuleAction(cfg *policy.Config, id string) policy.Action {
 	return policy.ActionOff
 }
 
+// RuleScope is the rule's scope in the policy document.
 func RuleScope(cfg *policy.Config, id string) *policy.ScopeConfig {
 	if o := cfg.Rules.Options(id); o != nil {
 		return &o.Scope
