@@ -20,10 +20,22 @@ func CleanupContext(t testing.TB, timeout time.Duration) (context.Context, conte
 // no error.
 func (c *Cluster) DeleteOnCleanup(t testing.TB, args ...string) {
 	t.Helper()
+	deleteOnCleanup(t, c.Kubectl, args)
+}
+
+// DeleteOnCleanup is Cluster.DeleteOnCleanup on the real node's cluster.
+func (n *NodeCluster) DeleteOnCleanup(t testing.TB, args ...string) {
+	t.Helper()
+	deleteOnCleanup(t, n.Kubectl, args)
+}
+
+// deleteOnCleanup runs kubectl delete from t.Cleanup with a context of its
+// own: t.Context() is already cancelled there.
+func deleteOnCleanup(t testing.TB, kubectl func(ctx context.Context, stdin string, args ...string) Result, args []string) {
 	t.Cleanup(func() {
 		ctx, cancel := CleanupContext(t, time.Minute)
 		defer cancel()
-		if r := c.Kubectl(ctx, "", append([]string{"delete", "--ignore-not-found"}, args...)...); r.Err != nil {
+		if r := kubectl(ctx, "", append([]string{"delete", "--ignore-not-found"}, args...)...); r.Err != nil {
 			t.Errorf("cleanup: %v", r.Error())
 		}
 	})

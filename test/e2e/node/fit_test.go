@@ -63,10 +63,8 @@ func TestFit_RealKubelet(t *testing.T) {
 		t.Fatalf("the node's allocatable cpu %q: %v", alloc, err)
 	}
 	tooMuch := resource.NewMilliQuantity(q.MilliValue()+1000, resource.DecimalSI).String()
-	t.Cleanup(func() {
-		cleanupKubectl(t, "delete", "daemonset", "-n", "monitoring", "fit-small", "fit-huge", "--ignore-not-found", "--wait=true")
-		cleanupKubectl(t, "delete", "pod", "-n", "monitoring", "fit-bound", "--ignore-not-found", "--wait=true")
-	})
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "fit-small", "fit-huge")
+	cluster.DeleteOnCleanup(t, "pod", "-n", "monitoring", "fit-bound")
 
 	// dsguard is ready only once its fit view has listed the cluster.
 	r := kubectl(t, fitAgent("fit-huge", tooMuch, false), "apply", "-f", "-")

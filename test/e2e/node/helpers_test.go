@@ -31,19 +31,6 @@ func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
 }
 
-// cleanupKubectl runs kubectl from a t.Cleanup function: t.Context() is
-// already cancelled there, and what a test leaves behind (a taint, a
-// DaemonSet) changes what the next test on the shared node sees. What is
-// already gone (a taint never set, an object deleted) is no error.
-func cleanupKubectl(t *testing.T, args ...string) {
-	t.Helper()
-	ctx, cancel := framework.CleanupContext(t, 3*time.Minute)
-	defer cancel()
-	if r := cluster.Kubectl(ctx, "", args...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
-		t.Errorf("cleaning up: %s", r.Error())
-	}
-}
-
 func mustKubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	return framework.Must(t, kubectl(t, stdin, args...))

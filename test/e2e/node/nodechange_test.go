@@ -42,9 +42,14 @@ spec:
           image: dsguard.local/pause:e2e
 `, framework.NodeName)
 	mustKubectl(t, ds, "apply", "-f", "-")
+	cluster.DeleteOnCleanup(t, "daemonset", "-n", "monitoring", "node-agent")
 	t.Cleanup(func() {
-		cleanupKubectl(t, "taint", "nodes", framework.NodeName, "e2e.dsguard.io/dedicated-")
-		cleanupKubectl(t, "delete", "daemonset", "-n", "monitoring", "node-agent", "--ignore-not-found", "--wait=true")
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if r := cluster.Kubectl(ctx, "", "taint", "nodes", framework.NodeName, "e2e.dsguard.io/dedicated-"); r.Err != nil &&
+			!strings.Contains(r.Stderr, "not found") {
+			t.Errorf("cleanup: %v", r.Error())
+		}
 	})
 	pod := func() string {
 		return cluster.Kubectl(t.Context(), "", "get", "pods", "-n", "monitoring", "-l", "app=node-agent",
