@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -100,6 +101,12 @@ func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 		s.listed[key] = true
 		s.others = append(s.others, o)
 	}
+	// The cache lists in no fixed order; the message names the others in
+	// one, so the same request always gets the same words (and API
+	// clients fold repeated warnings into one).
+	slices.SortFunc(s.others, func(a, b *appsv1.DaemonSet) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return s
 }
 

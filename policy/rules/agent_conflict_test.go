@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -118,5 +119,43 @@ func TestAgentConflicts(t *testing.T) {
 			}
 			assertFindings(t, findingsOf(policy.Evaluate(tc.ds, *env), tc.rule), tc.want)
 		})
+	}
+}
+
+// TestAgentConflicts_NamesTheOthersInOneOrder: the DaemonSet cache lists in
+// no fixed order; the message must not follow it.
+func TestAgentConflicts_NamesTheOthersInOneOrder(t *testing.T) {
+	nodes := []*corev1.Node{fitNode("worker-1"), fitNode("worker-2")}
+	snap := coverage.NewNodeSnapshot(nodes)
+	rivals := []*appsv1.DaemonSet{
+		testobj.DS(named("logging", "log-agent"), withHostPort(9100)),
+		testobj.DS(named("alerting", "probe"), withHostPort(9100)),
+		testobj.DS(named("logging", "audit-agent"), withHostPort(9100)),
+	}
+	ds := testobj.DS(withHostPort(9100))
+	var first string
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}} {
+		env := nodeEnv(snap)
+		env.Fit = fitCluster(t, nodes)
+		listed := []*appsv1.DaemonSet{ds}
+		for _, i := range order {
+			listed = append(listed, rivals[i])
+		}
+		env.DaemonSets = func() []*appsv1.DaemonSet { return listed }
+		found := findingsOf(policy.Evaluate(ds, *env), hostPortConflictID)
+		if len(found) != 1 {
+			t.Fatalf("order %v: want one finding, got %v", order, found)
+		}
+		if first == "" {
+			first = found[0].Message
+			want := "DaemonSet alerting/probe holds host port 9100/TCP on 2 nodes (worker-1, worker-2); " +
+				"DaemonSet logging/audit-agent holds host port 9100/TCP on 2 nodes (worker-1, worker-2); " +
+				"DaemonSet logging/log-agent holds"
+			if !strings.Contains(first, want) {
+				t.Fatalf("the others are not named by namespace and name:\n%s\nwant it to contain\n%s", first, want)
+			}
+		} else if found[0].Message != first {
+			t.Errorf("order %v changed the message:\n%s\nfirst:\n%s", order, found[0].Message, first)
+		}
 	}
 }
