@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -190,7 +190,11 @@ func (s Spec) Image(files []File) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = runtime.GOARCH, "linux"
+	arch, err := s.arch(files)
+	if err != nil {
+		return nil, err
+	}
+	cf.Architecture, cf.OS = arch, "linux"
 	cf.Created = v1.Time{Time: epoch}
 	labels := map[string]string{"org.opencontainers.image.source": "https://github.com/dsguard/dsguard"}
 	if s.Version != "" {
@@ -207,6 +211,70 @@ func (s Spec) Image(files []File) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
+// goArch names the architectures a release builds for by their ELF machine.
+var goArch = map[elf.Machine]string{
+	elf.EM_X86_64:  "amd64",
+	elf.EM_AARCH64: "arm64",
+	elf.EM_PPC64:   "ppc64le",
+	elf.EM_S390:    "s390x",
+	elf.EM_RISCV:   "riscv64",
+}
+
+// arch reads the image's architecture off the binary's ELF header, not off
+// the machine building the image: an arm64 binary cross-compiled here must
+// not be labelled amd64, or a node would pull an image it cannot run.
+func (s Spec) arch(files []File) (string, error) {
+	rel := strings.TrimPrefix(s.Path, "/")
+	i := slices.IndexFunc(files, func(f File) bool { return f.Name == rel })
+	if i < 0 {
+		return "", fmt.Errorf("the image holds no %s", s.Path)
+	}
+	return ELFArch(files[i].Data)
+}
+
+// ELFArch returns the Go architecture of a Linux ELF executable.
+func ELFArch(bin []byte) (string, error) {
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return "", fmt.Errorf("reading the binary's ELF header: %w", err)
+	}
+	arch, ok := goArch[f.Machine]
+	if !ok || f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB && f.Machine != elf.EM_S390 {
+		return "", fmt.Errorf("the binary is for %v (%v, %v), not an architecture a release names", f.Machine, f.Class, f.Data)
+	}
+	return arch, nil
+}
+
+// Index puts images of the same program for several architectures into one
+// OCI image index, in a fixed order (by architecture), so that a node pulls
+// the one for its own and equal images give an equal index.
+func Index(images []v1.Image) (v1.ImageIndex, error) {
+	type entry struct {
+		arch string
+		img  v1.Image
+	}
+	var entries []entry
+	for _, img := range images {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(entries, func(e entry) bool { return e.arch == cf.Architecture }) {
+			return nil, fmt.Errorf("two binaries for %s/%s", cf.OS, cf.Architecture)
+		}
+		entries = append(entries, entry{cf.Architecture, img})
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.arch, b.arch) })
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, e := range entries {
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: e.img, Descriptor: v1.Descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Platform:  &v1.Platform{OS: "linux", Architecture: e.arch},
+		}})
+	}
+	return idx, nil
+}
+
 // annotations name the image in the layout's index: containerd's importer
 // reads io.containerd.image.name, other tools the OCI ref name.
 func annotations(name string) map[string]string {
@@ -216,8 +284,14 @@ func annotations(name string) map[string]string {
 	return map[string]string{"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name}
 }
 
-// WriteLayout replaces dir with an OCI image layout holding img.
-func WriteLayout(dir string, img v1.Image, name string) error {
+// Artifact is what a layout, an archive or a push holds: a v1.Image, or a
+// v1.ImageIndex of one image per architecture.
+type Artifact interface {
+	Digest() (v1.Hash, error)
+}
+
+// WriteLayout replaces dir with an OCI image layout holding a.
+func WriteLayout(dir string, a Artifact, name string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -225,19 +299,25 @@ func WriteLayout(dir string, img v1.Image, name string) error {
 	if err != nil {
 		return err
 	}
-	return p.AppendImage(img, layout.WithAnnotations(annotations(name)))
+	switch a := a.(type) {
+	case v1.Image:
+		return p.AppendImage(a, layout.WithAnnotations(annotations(name)))
+	case v1.ImageIndex:
+		return p.AppendIndex(a, layout.WithAnnotations(annotations(name)))
+	}
+	return fmt.Errorf("cannot write a %T", a)
 }
 
-// WriteArchive writes img as a tar of its OCI image layout, entries sorted
+// WriteArchive writes a as a tar of its OCI image layout, entries sorted
 // and timestamps at the epoch, so equal images give equal files.
-func WriteArchive(file string, img v1.Image, name string) error {
+func WriteArchive(file string, a Artifact, name string) error {
 	tmp, err := os.MkdirTemp("", "image-layout-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	root := filepath.Join(tmp, "layout")
-	if err := WriteLayout(root, img, name); err != nil {
+	if err := WriteLayout(root, a, name); err != nil {
 		return err
 	}
 	var names []string

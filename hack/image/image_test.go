@@ -3,6 +3,8 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
@@ -18,10 +20,22 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
+// fakeELF is the 64-byte header of a little-endian 64-bit Linux
+// executable for machine and nothing else: enough for the image's
+// architecture, and a program no test runs.
+func fakeELF(machine elf.Machine) []byte {
+	h := elf.Header64{Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.LittleEndian, h)
+	return b.Bytes()
+}
+
 func testSpec(t *testing.T) Spec {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "dsguard")
-	if err := os.WriteFile(bin, []byte("\x7fELF not really a program"), 0o755); err != nil {
+	if err := os.WriteFile(bin, fakeELF(elf.EM_X86_64), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return Spec{Binary: bin, Path: "/dsguard", Name: "ghcr.io/dsguard/dsguard:test", User: "65532:65532",

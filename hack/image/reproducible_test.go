@@ -3,6 +3,7 @@
 package main
 
 import (
+	"debug/elf"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -184,7 +185,7 @@ func TestImage_SameBytesFromAnotherProcessPlaceAndTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	binary := []byte("\x7fELF not really a program")
+	binary := fakeELF(elf.EM_X86_64)
 	var results []outputs
 	var last time.Time
 	for i, s := range twoSurroundings(t.TempDir()) {
