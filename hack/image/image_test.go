@@ -3,10 +3,10 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"debug/elf"
-	"encoding/binary"
 	"crypto/sha256"
 	"crypto/x509"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/pem"
 	"fmt"
 	"io"

@@ -3,10 +3,10 @@
 package main
 
 import (
-	"debug/elf"
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"flag"
 	"fmt"
 	"io/fs"
