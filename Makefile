@@ -40,13 +40,14 @@ build: ## Build bin/dsguard (static, version stamped)
 # once, last, against a dsguard built with the race detector: it proves both
 # the faults survived and that no race occurs while they happen.
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (10s per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (10s per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
 	@start=$$(date +%s); \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	trap 'hack/background.sh stop-all' EXIT INT TERM; \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
-	hack/background.sh start tools sh -c 'hack/tools.sh --node && hack/debian-package.sh chromium chromium' && \
+	hack/stage.sh "GitHub workflows (actionlint)" hack/actionlint.sh && \
+	hack/background.sh start tools sh -c 'hack/tools.sh --node --cosign && hack/debian-package.sh chromium chromium' && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
 	hack/stage.sh "CEL cost of the generated policies (worst cases at 1.5 MiB, $(CEL_COST_MARGIN) of the API server's limits)" $(MAKE) -s cel-cost && \
@@ -70,12 +71,14 @@ TEST_FUZZTIME ?= 10s
 # fuzz-and-race is the step make test runs in the background beside chart
 # and e2e: fuzzing, the race detector's unit tests, then the compile of the
 # -race dsguard that race-e2e runs (the e2e framework's build then only
-# links it), each a stage.
+# links it) and of the arm64 dsguard e2e-node publishes, each a stage.
 .PHONY: fuzz-and-race
 fuzz-and-race:
 	hack/stage.sh "fuzz (every target $(TEST_FUZZTIME))" env FUZZTIME=$(TEST_FUZZTIME) hack/fuzz.sh && \
 	hack/stage.sh "race detector (unit tests of $(RACE_PKGS))" $(MAKE) -s race && \
-	hack/stage.sh "compile the -race dsguard for race-e2e" env CGO_ENABLED=1 $(GO) build -race -o /dev/null ./cmd/dsguard
+	hack/stage.sh "compile the -race dsguard for race-e2e" env CGO_ENABLED=1 $(GO) build -race -o /dev/null ./cmd/dsguard && \
+	hack/stage.sh "compile the image's dsguard for linux/arm64 (the published release's index in e2e-node)" \
+	  env GOOS=linux GOARCH=arm64 $(GO) build -tags '$(IMAGE_TAGS)' -o /dev/null ./cmd/dsguard
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
@@ -144,8 +147,8 @@ e2e-long: tools ## The long coverage differential: LONG_SCENARIOS (10,000) scena
 	DSGUARD_DIFF_SCENARIOS=$(LONG_SCENARIOS) DSGUARD_DIFF_NODE_ROUNDS=$(LONG_NODE_ROUNDS) hack/run-isolated.sh $(GO) test -count=1 -timeout 180m -v -run '^TestCoverageMatchesDaemonSetController$$' ./test/e2e/coverage/ 2>&1 | hack/e2e-summary.sh
 
 .PHONY: e2e-node
-e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here
-	hack/tools.sh --node
+e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here, and of a release published to a registry in the test
+	hack/tools.sh --node --cosign
 	trap 'hack/node-cleanup.sh; rm -rf "$${TMPDIR:-/tmp}"/dsguard-e2e-node-images-*' EXIT INT TERM; \
 	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
 
@@ -189,8 +192,9 @@ soak: tools ## Run the fault-injection soak at full length (SOAK, default 10m): 
 	hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 30m -v -run '^TestSoak$$' ./test/e2e/faults/ -args -soak=$${SOAK:-10m} 2>&1 | hack/e2e-summary.sh
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and actionlint
 	hack/check-gofmt.sh
+	hack/actionlint.sh
 	$(GO) vet ./...
 
 .PHONY: docs
@@ -212,6 +216,36 @@ image: ## Build the container image as an OCI layout and archive in bin/image (n
 	$(MAKE) -s build BIN_DIR=$(IMAGE_DIR) GOOS=linux TAGS=$(IMAGE_TAGS)
 	$(GO) run ./hack/image -binary $(IMAGE_DIR)/dsguard -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
 	  -name $(IMAGE_REPO):$(PLAIN_VERSION) -version $(PLAIN_VERSION) -oci-layout $(IMAGE_DIR)/oci -archive $(IMAGE_DIR)/dsguard.oci.tar
+
+# The release's image: dsguard for each of RELEASE_ARCHES as one OCI image
+# index (a node pulls the image of its own architecture). Each binary is
+# named by its platform and hack/image checks its ELF header agrees.
+RELEASE_ARCHES := amd64 arm64
+INDEX_DIR ?= $(BIN_DIR)/image-index
+INDEX_BINARIES = $(foreach a,$(RELEASE_ARCHES),-binary linux/$(a)=$(INDEX_DIR)/linux-$(a)/dsguard)
+
+.PHONY: image-binaries
+image-binaries:
+	@for a in $(RELEASE_ARCHES); do $(MAKE) -s build BIN_DIR=$(INDEX_DIR)/linux-$$a GOOS=linux GOARCH=$$a TAGS=$(IMAGE_TAGS) || exit 1; done
+
+.PHONY: image-index
+image-index: image-binaries ## Build the image for linux/amd64 and linux/arm64 as one OCI image index and archive in bin/image-index (no Docker engine)
+	$(GO) run ./hack/image $(INDEX_BINARIES) -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
+	  -name $(IMAGE_REPO):$(PLAIN_VERSION) -version $(PLAIN_VERSION) -oci-layout $(INDEX_DIR)/oci -archive $(INDEX_DIR)/dsguard.oci.tar
+
+# What the release workflow runs after GoReleaser: the image index and the
+# chart pushed to REGISTRY, signed with the cosign the real-node e2e uses
+# (keyless in the workflow; PUBLISH_FLAGS can give --key FILE), GoReleaser's
+# Linux SBOMs attested to the image.
+REGISTRY ?= ghcr.io/dsguard
+
+.PHONY: release-publish
+release-publish: image-binaries ## Push the image index and chart (oci://REGISTRY/charts/dsguard) for VERSION, signed with cosign
+	cosign=$$(hack/tools.sh --only helm --print-cosign) && helm=$$(hack/tools.sh --only helm --print-dir) && \
+	PATH=$$(dirname $$cosign):$$helm:$$PATH \
+	  hack/release/publish.sh --registry $(REGISTRY) --version $(PLAIN_VERSION) \
+	  $(foreach a,$(RELEASE_ARCHES),--binary linux/$(a)=$(INDEX_DIR)/linux-$(a)/dsguard) \
+	  $(foreach f,$(wildcard dist/*_linux_*.cdx.json),--sbom $(f)) $(PUBLISH_FLAGS)
 
 # Outside make test: `make build` compiles with -trimpath, which nothing in
 # make test does, so on a cold build cache this compiles every dependency
@@ -245,6 +279,10 @@ release-tools:
 .PHONY: release-check
 release-check: release-tools ## Validate .goreleaser.yaml with GoReleaser's own check
 	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser check
+
+.PHONY: release
+release: release-tools ## Publish the tag's GitHub release with GoReleaser (the release workflow runs this; GITHUB_TOKEN)
+	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --clean
 
 .PHONY: release-snapshot
 release-snapshot: release-tools ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest)

@@ -16,9 +16,12 @@
 # "A real node" below): containerd, its runc shim and ctr, the CNI plugins, and
 # runc from Debian's package.
 #
-# Usage: hack/tools.sh [--print-dir] [--node] [--only NAME,...]
+# Usage: hack/tools.sh [--print-dir] [--node] [--cosign] [--promtool] [--print-cosign] [--print-promtool] [--only NAME,...]
 #   --print-dir  print the directory holding the binaries (building first if needed)
 #   --node       also build the node's container runtime and network plugins
+#   --cosign, --promtool  also build cosign or promtool (see "Tools built from
+#                their own modules" below); --print-cosign, --print-promtool
+#                build it and print its path
 #   --only       build (and require) only the named binaries, e.g.
 #                --only kube-apiserver,kubectl,etcd for `make demo`;
 #                DSGUARD_TOOLS_ONLY in the environment says the same, so that
@@ -74,12 +77,18 @@ with_progress() {
 
 print_dir=false
 node=false
+# module_tools are built from their own modules (below); print_tools says
+# which of them to print the path of.
+module_tools=()
+print_tools=()
 only="${DSGUARD_TOOLS_ONLY:-}"
-usage() { echo "usage: hack/tools.sh [--print-dir] [--node] [--only NAME,...]" >&2; exit 2; }
+usage() { echo "usage: hack/tools.sh [--print-dir] [--node] [--cosign] [--promtool] [--print-cosign] [--print-promtool] [--only NAME,...]" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --print-dir) print_dir=true ;;
     --node) node=true ;;
+    --cosign|--promtool) module_tools+=("${1#--}") ;;
+    --print-cosign|--print-promtool) module_tools+=("${1#--print-}"); print_tools+=("${1#--print-}") ;;
     --only) (($# > 1)) || usage; only="$2"; shift ;;
     *) usage ;;
   esac
@@ -145,6 +154,41 @@ k8s_gomod() {
 k8s_dir() {
   go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
 }
+
+# --- Tools built from their own modules --------------------------------------
+# cosign signs and verifies a release's image and chart
+# (hack/release/publish.sh); the real-node e2e publishes to a registry of its
+# own with it, and `make release-publish` uses the same build. promtool runs
+# the PrometheusRule's alert unit tests (test/chart). Each is built from its
+# own module, not the wrapper below: their cloud clients and Kubernetes
+# libraries are versions of their own, and forcing them to the wrapper's would
+# build a tool nobody released. promtool leaves out Prometheus' service
+# discovery plugins (remove_all_sd): rule tests need none.
+COSIGN_VERSION="${COSIGN_VERSION:-v3.1.3}"
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
+# module_tool_dir NAME: where NAME is cached, keyed by its version.
+module_tool_dir() {
+  case "$1" in
+    cosign) echo "$CACHE_ROOT/cosign-${COSIGN_VERSION}" ;;
+    promtool) echo "$CACHE_ROOT/promtool-${PROMETHEUS_VERSION}" ;;
+  esac
+}
+module_tool_stamped() { [[ -x "$(module_tool_dir "$1")/$1" && -f "$(module_tool_dir "$1")/.stamp-$1" ]]; }
+build_module_tool() {
+  local name="$1" dir args
+  module_tool_stamped "$name" && return 0
+  dir="$(module_tool_dir "$name")"
+  case "$name" in
+    cosign) args=(-ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=${COSIGN_VERSION}"
+      "github.com/sigstore/cosign/v3/cmd/cosign@${COSIGN_VERSION}") ;;
+    promtool) args=(-tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v0.}"
+      "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}") ;;
+  esac
+  mkdir -p "$dir"
+  with_progress "$name" "$name" env GOBIN="$dir" GOFLAGS=-buildvcs=false go install "${args[@]}"
+  basename "$dir" >"$dir/.stamp-$name"
+}
+module_tools_stamped() { local t; for t in "${module_tools[@]}"; do module_tool_stamped "$t" || return 1; done; }
 
 # --- One module, one build ------------------------------------------------
 # Every Go binary comes from one wrapper module and one `go build`, so that:
@@ -325,9 +369,16 @@ build_go_tools() {
 }
 
 # The builds are independent; run them side by side and fail if any fails.
-if all_stamped && { ! $node || node_stamped; }; then
-  log "all binaries cached in $BIN_DIR"
+# print_paths prints what --print-dir and --print-<tool> asked for.
+print_paths() {
+  local t
   $print_dir && echo "$BIN_DIR"
+  for t in "${print_tools[@]}"; do echo "$(module_tool_dir "$t")/$t"; done
+}
+
+if all_stamped && { ! $node || node_stamped; } && module_tools_stamped; then
+  log "all binaries cached in $BIN_DIR"
+  print_paths
   exit 0
 fi
 
@@ -345,11 +396,15 @@ build_go_tools & pids+=($!)
 if $node; then
   install_runc & pids+=($!)
 fi
+for t in "${module_tools[@]}"; do
+  build_module_tool "$t" & pids+=($!)
+done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 ((rc == 0)) || { log "a build failed"; exit 1; }
 all_stamped || { log "binaries missing after build"; exit 1; }
 ! $node || node_stamped || { log "node binaries missing after build"; exit 1; }
+module_tools_stamped || { log "${module_tools[*]} missing after build"; exit 1; }
 log "all binaries built in $((SECONDS - total_start))s into $BIN_DIR"
-$print_dir && echo "$BIN_DIR"
+print_paths
 exit 0

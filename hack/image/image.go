@@ -46,6 +46,10 @@ type Spec struct {
 	CACertificates bool
 	// Version is the org.opencontainers.image.version label.
 	Version string
+	// Platform, when set (linux/arm64), is what the binary must be built
+	// for: a release that names its binaries by platform fails on a
+	// mislabelled one instead of publishing it.
+	Platform string
 }
 
 // File is one entry of the image's single layer.
@@ -229,7 +233,11 @@ func (s Spec) arch(files []File) (string, error) {
 	if i < 0 {
 		return "", fmt.Errorf("the image holds no %s", s.Path)
 	}
-	return ELFArch(files[i].Data)
+	arch, err := ELFArch(files[i].Data)
+	if err == nil && s.Platform != "" && s.Platform != "linux/"+arch {
+		err = fmt.Errorf("%s was given as %s, but its ELF header says linux/%s", s.Binary, s.Platform, arch)
+	}
+	return arch, err
 }
 
 // ELFArch returns the Go architecture of a Linux ELF executable.

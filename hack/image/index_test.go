@@ -2,6 +2,8 @@ package main
 
 import (
 	"debug/elf"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -100,7 +102,7 @@ func TestIndex_OneImagePerArchitecture(t *testing.T) {
 // over plain HTTP as localhost) and returns the reference by digest; pulling
 // it back by that digest gives the same index and images.
 func TestPush_IndexByDigest(t *testing.T) {
-	srv := httptest.NewServer(registry.New())
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.Replace(strings.TrimPrefix(srv.URL, "http://"), "127.0.0.1", "localhost", 1)
 	idx, err := Index(archImages(t, elf.EM_X86_64, elf.EM_AARCH64))
@@ -160,6 +162,16 @@ func TestRun_TwoBinariesWriteAnIndex(t *testing.T) {
 	}
 	if !strings.Contains(string(index), string(types.OCIImageIndex)) {
 		t.Errorf("the layout's index.json does not point at an image index:\n%s", index)
+	}
+	// Named by platform, each binary's ELF header must agree.
+	named := []string{"-binary", "linux/amd64=" + filepath.Join(dir, "amd64"), "-binary", "linux/arm64=" + filepath.Join(dir, "arm64")}
+	if err := run(append(named, "-path", "/dsguard", "-oci-layout", layoutDir)); err != nil {
+		t.Errorf("binaries named by their platforms: %v", err)
+	}
+	swapped := []string{"-binary", "linux/arm64=" + filepath.Join(dir, "amd64"), "-binary", "linux/amd64=" + filepath.Join(dir, "arm64")}
+	err = run(append(swapped, "-path", "/dsguard", "-oci-layout", layoutDir))
+	if err == nil || !strings.Contains(err.Error(), "was given as linux/arm64, but its ELF header says linux/amd64") {
+		t.Errorf("mislabelled binaries: got %v, want the ELF header's objection", err)
 	}
 	if err := run(append(args, "-path", "/dsguard", "-rootfs", filepath.Join(dir, "rootfs"))); err == nil {
 		t.Error("-rootfs with two binaries: want an error")

@@ -40,7 +40,8 @@ func run(args []string) error {
 	var spec Spec
 	var layoutDir, archive, rootfs, cmd, push string
 	var binaries []string
-	fs.Func("binary", "static binary to put in the image (required); repeated, one per architecture, for an image index", func(v string) error {
+	fs.Func("binary", "static binary to put in the image (required); repeated, one per architecture, for an image index; "+
+		"as linux/ARCH=FILE it must be a binary for ARCH (its ELF header is checked)", func(v string) error {
 		binaries = append(binaries, v)
 		return nil
 	})
@@ -75,7 +76,10 @@ func run(args []string) error {
 	}
 	var images []v1.Image
 	for _, b := range binaries {
-		spec.Binary = b
+		spec.Binary, spec.Platform = b, ""
+		if platform, file, ok := strings.Cut(b, "="); ok && strings.HasPrefix(platform, "linux/") {
+			spec.Platform, spec.Binary = platform, file
+		}
 		files, err := spec.Files()
 		if err != nil {
 			return err

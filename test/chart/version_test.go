@@ -53,6 +53,19 @@ func TestVersion_OneConvention(t *testing.T) {
 			t.Errorf("make image for tag v%s does not pass %q:\n%s", chart.AppVersion, want, out)
 		}
 	}
+	// The release's image index and what publish.sh pushes and stamps into
+	// the chart: the same X.Y.Z, both architectures named by platform.
+	cmd = exec.Command("make", "-n", "image-index", "release-publish", "VERSION=v"+chart.AppVersion)
+	cmd.Dir = root
+	if out, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make -n image-index release-publish: %v\n%s", err, out)
+	}
+	for _, want := range []string{"-name " + deployed + " ", "--version " + chart.AppVersion + " ",
+		"-binary linux/amd64=", "-binary linux/arm64=", "--binary linux/amd64=", "--binary linux/arm64="} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make image-index release-publish for tag v%s does not pass %q:\n%s", chart.AppVersion, want, out)
+		}
+	}
 	goreleaser, err := os.ReadFile(filepath.Join(root, ".goreleaser.yaml"))
 	if err != nil {
 		t.Fatal(err)

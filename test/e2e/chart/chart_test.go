@@ -102,7 +102,7 @@ func TestRenderedChart_IsValidOnTheServer(t *testing.T) {
 			file := prometheusOperatorCRD(t, crd)
 			cluster.DeleteOnCleanup(t, "-f", file)
 			mustKubectl(t, "", "apply", "--server-side", "-f", file)
-			mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".monitoring.coreos.com")
+			waitEstablished(t, crd+".monitoring.coreos.com")
 		}
 		var last string
 		eventually(t, 15*time.Second, func() bool {
@@ -145,7 +145,7 @@ func TestRenderedChart_CertManagerMode(t *testing.T) {
 		file := filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", "cert-manager.io_"+crd+".yaml")
 		cluster.DeleteOnCleanup(t, "-f", file)
 		mustKubectl(t, "", "apply", "--server-side", "-f", file)
-		mustKubectl(t, "", "wait", "--for=condition=Established", "--timeout=30s", "crd/"+crd+".cert-manager.io")
+		waitEstablished(t, crd+".cert-manager.io")
 	}
 	var last string
 	eventually(t, 15*time.Second, func() bool {

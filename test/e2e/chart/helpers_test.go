@@ -180,3 +180,11 @@ func startDsguard(t *testing.T, who string, healthPort int, args ...string) (*fr
 	}
 	return p, time.Since(start)
 }
+
+// waitEstablished waits until the CustomResourceDefinition name is Established.
+func waitEstablished(t *testing.T, name string) {
+	t.Helper()
+	if err := framework.WaitEstablished(t.Context(), cluster.Kubectl, name, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

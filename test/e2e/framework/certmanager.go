@@ -54,9 +54,9 @@ func startCertManager(ctx context.Context, kubectl func(ctx context.Context, std
 		cm.crds = append(cm.crds, file)
 	}
 	for _, crd := range certManagerCRDs {
-		if r := kubectl(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crd+".cert-manager.io"); r.Err != nil {
+		if err := WaitEstablished(ctx, kubectl, crd+".cert-manager.io", 60*time.Second); err != nil {
 			cm.Stop()
-			return nil, r.Error()
+			return nil, err
 		}
 	}
 	for _, b := range []string{"cert-manager-controller", "cert-manager-cainjector"} {
