@@ -47,13 +47,13 @@ test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kuberne
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "GitHub workflows (actionlint)" hack/actionlint.sh && \
-	hack/background.sh start tools sh -c 'hack/tools.sh --node --cosign && hack/debian-package.sh chromium chromium' && \
+	hack/background.sh start tools sh -c 'hack/tools.sh --node --cosign --promtool && hack/debian-package.sh chromium chromium' && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \
 	hack/stage.sh "vet and unit tests of the image's build (-tags $(IMAGE_TAGS))" $(MAKE) -s unit-image && \
 	hack/stage.sh "CEL cost of the generated policies (worst cases at 1.5 MiB, $(CEL_COST_MARGIN) of the API server's limits)" $(MAKE) -s cel-cost && \
 	hack/stage.sh "Kubernetes binaries, the node's runtime and Chromium (started after go vet beside the stages since)" hack/background.sh join tools && \
 	hack/background.sh start fuzz-race $(MAKE) -s fuzz-and-race && \
-	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile)" $(MAKE) -s chart-test && \
+	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile, promtool tests of the alerts)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl; the fault suite runs last, against a -race dsguard)" $(MAKE) -s e2e E2E_PKGS="$(E2E_BUT_FAULTS)" && \
 	hack/stage.sh "fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node && \
@@ -153,7 +153,7 @@ e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI):
 	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
 
 .PHONY: chart-test
-chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them)
+chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them); promtool tests of the alerts
 	$(GO) test -count=1 -timeout 20m ./test/chart/ $(if $(UPDATE),-run TestTemplate_Golden -args -update)
 
 .PHONY: chart-docs
