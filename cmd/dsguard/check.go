@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +40,8 @@ var checkFormats = map[string]func(w io.Writer, failOn policy.Action) check.Writ
 type checkOptions struct {
 	files         []string
 	configFile    string
-	output        string
+	outputs       []string
+	outputFile    string
 	poolLabel     string
 	namespace     string
 	nodesFile     string
@@ -76,7 +78,9 @@ func newCheckCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.files, "filename", "f", nil, "manifest file, directory (recursive), chart, kustomization or - for stdin; repeatable (paths may also be given as arguments)")
 	f.StringVar(&o.configFile, "config", "", policyFileUsage)
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text, wide (with each DaemonSet's placement), json, sarif, junit, github, or with --nodes html (a coverage map page) or markdown")
+	f.StringArrayVarP(&o.outputs, "output", "o", []string{"text"}, "output format: text, wide (with each DaemonSet's placement), json, sarif, junit, github, or with --nodes html (a coverage map page) or markdown; "+
+		"repeatable, as FORMAT=FILE to write a format to a file (-o github -o sarif=dsguard.sarif: one run, both reports)")
+	f.StringVar(&o.outputFile, "output-file", "", "write the report of the -o given without a file here instead of stdout")
 	f.StringVar(&o.poolLabel, "pool-label", "", "node label that names pools in -o html and markdown (default: the first of "+strings.Join(coveragemap.PoolLabels, ", ")+", else the node's role)")
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "namespace assumed for DaemonSets that name none (and a chart's release namespace)")
 	f.StringVar(&o.nodesFile, "nodes", "", "node set to predict coverage against (dsguard nodes, or kubectl get nodes -o yaml); node rules are skipped without it")
@@ -92,21 +96,18 @@ func newCheckCommand() *cobra.Command {
 	return cmd
 }
 
-func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
+func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error) {
 	if len(paths) == 0 {
 		return fmt.Errorf("no input: give one or more paths (or - for stdin)")
 	}
-	format, ok := checkFormats[o.output]
-	if writeMap, isMap := mapFormats[o.output]; isMap {
-		if o.nodesFile == "" {
-			return fmt.Errorf("-o %s maps DaemonSets against nodes: give the node set with --nodes", o.output)
-		}
-		format, ok = func(w io.Writer, _ policy.Action) check.Writer {
-			return &mapWriter{w: w, write: writeMap, in: coveragemap.Input{PoolLabel: o.poolLabel, Title: strings.Join(paths, " ")}}
-		}, true
+	outputs, err := parseOutputs(o.outputs, o.outputFile)
+	if err != nil {
+		return err
 	}
-	if !ok {
-		return fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit, github, html or markdown)", o.output)
+	for _, out := range outputs {
+		if _, isMap := mapFormats[out.format]; isMap && o.nodesFile == "" {
+			return fmt.Errorf("-o %s maps DaemonSets against nodes: give the node set with --nodes", out.format)
+		}
 	}
 	failOn := policy.Action(o.failOn)
 	if failOn != policy.ActionDeny && failOn != policy.ActionWarn {
@@ -144,17 +145,37 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 		in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
 		in.FitNote = nodes.fitNote
 	}
-	w := format(cmd.OutOrStdout(), failOn)
-	if m, ok := w.(*mapWriter); ok {
-		m.in.Nodes = in.Nodes
-		if m.before, err = o.mapBefore(cmd, in); err != nil {
+	var writers check.Tee
+	for _, out := range outputs {
+		dst := cmd.OutOrStdout()
+		if out.file != "" {
+			f, ferr := os.Create(out.file)
+			if ferr != nil {
+				return fmt.Errorf("-o %s=%s: %w", out.format, out.file, ferr)
+			}
+			// Closed when the run ends; a failed close (a full disk) is
+			// the command's error.
+			defer func() {
+				if cerr := f.Close(); cerr != nil && retErr == nil {
+					retErr = fmt.Errorf("-o %s=%s: %w", out.format, out.file, cerr)
+				}
+			}()
+			dst = f
+		}
+		w, err := o.writer(cmd, out.format, dst, failOn, paths, in)
+		if err != nil {
 			return err
 		}
+		if c, ok := w.(io.Closer); ok {
+			// A writer that holds a temporary file lets it go even when
+			// the run ends before Finish.
+			defer c.Close()
+		}
+		writers = append(writers, w)
 	}
-	if c, ok := w.(io.Closer); ok {
-		// A writer that holds a temporary file lets it go even when the
-		// run ends before Finish.
-		defer c.Close()
+	var w check.Writer = writers
+	if len(writers) == 1 {
+		w = writers[0]
 	}
 	in.Stream = w.Result
 	rep, err := check.Run(in)
@@ -182,12 +203,68 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) error {
 	return nil
 }
 
+// output is one report of a run: a format, written to a file or (no
+// file) to stdout.
+type output struct{ format, file string }
+
+// parseOutputs reads the -o values (FORMAT or FORMAT=FILE) and
+// --output-file: one report at most goes to stdout, and no two to one file.
+func parseOutputs(specs []string, outputFile string) ([]output, error) {
+	if len(specs) == 0 {
+		specs = []string{"text"}
+	}
+	var outs []output
+	toStdout := 0
+	files := map[string]bool{}
+	for _, spec := range specs {
+		format, file, hasFile := strings.Cut(spec, "=")
+		if _, ok := checkFormats[format]; !ok {
+			if _, isMap := mapFormats[format]; !isMap {
+				return nil, fmt.Errorf("unknown output format %q (want text, wide, json, sarif, junit, github, html or markdown, each optionally =FILE)", format)
+			}
+		}
+		if hasFile && file == "" {
+			return nil, fmt.Errorf("-o %s: no file after '='", spec)
+		}
+		if !hasFile {
+			toStdout++
+			file = outputFile
+		}
+		if file != "" {
+			if files[file] {
+				return nil, fmt.Errorf("two reports would be written to %s", file)
+			}
+			files[file] = true
+		}
+		outs = append(outs, output{format: format, file: file})
+	}
+	switch {
+	case toStdout > 1:
+		return nil, fmt.Errorf("%d -o formats without a file: one report at most goes to stdout (--output-file), give the others one (-o sarif=dsguard.sarif)", toStdout)
+	case outputFile != "" && toStdout == 0:
+		return nil, fmt.Errorf("--output-file names the file of the -o given without one, and every -o has its own")
+	}
+	return outs, nil
+}
+
+// writer returns the Writer of one report.
+func (o *checkOptions) writer(cmd *cobra.Command, format string, w io.Writer, failOn policy.Action, paths []string, in check.Input) (check.Writer, error) {
+	writeMap, isMap := mapFormats[format]
+	if !isMap {
+		return checkFormats[format](w, failOn), nil
+	}
+	m := &mapWriter{w: w, write: writeMap, in: coveragemap.Input{PoolLabel: o.poolLabel, Title: strings.Join(paths, " "), Nodes: in.Nodes}}
+	var err error
+	m.before, err = o.mapBefore(cmd, in, format)
+	return m, err
+}
+
 // mapBefore is what -o markdown compares the manifests' coverage with:
 // the same manifests on the --previous-nodes node set, or the --previous
 // DaemonSets on the same nodes; nil for neither.
-func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input) (func(after *coveragemap.Map) (*coveragemap.Map, error), error) {
+func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input, format string) (func(after *coveragemap.Map) (*coveragemap.Map, error), error) {
 	switch {
-	case o.previousNodes != "" && o.output != "markdown":
+	case o.previousNodes != "" && format != "markdown":
 		return nil, fmt.Errorf("--previous-nodes compares two node sets in -o markdown only")
 	case o.previousNodes != "":
 		old, err := readNodes(o.previousNodes, cmd.InOrStdin())
@@ -205,7 +282,7 @@ func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input) (func(after
 			}
 			return coveragemap.Build(again.in), nil
 		}, nil
-	case o.previousFile != "" && o.output == "markdown":
+	case o.previousFile != "" && format == "markdown":
 		return func(after *coveragemap.Map) (*coveragemap.Map, error) {
 			// Only the DaemonSets the manifests change; the file may hold
 			// the whole cluster's.

@@ -360,3 +360,75 @@ func TestCheck_ConflictsWithTheDumpsDaemonSets(t *testing.T) {
 		t.Errorf("a conflict without the other DaemonSet in the dump:\n%s", out)
 	}
 }
+
+// TestCheck_SeveralOutputsInOneRun: -o FORMAT=FILE beside one format on
+// stdout (or --output-file) gives each report byte for byte as a run of that
+// format alone, with the same exit code.
+func TestCheck_SeveralOutputsInOneRun(t *testing.T) {
+	dir := t.TempDir()
+	alone := map[string]string{}
+	for _, format := range []string{"github", "sarif", "json", "junit", "text"} {
+		out, _, code := runCLI(t, "", "check", "../../examples/", "-o", format)
+		if code != 1 {
+			t.Fatalf("-o %s alone: exit %d, want 1", format, code)
+		}
+		alone[format] = out
+	}
+	sarif, junit := filepath.Join(dir, "dsguard.sarif"), filepath.Join(dir, "report.xml")
+	out, err, code := runCLI(t, "", "check", "../../examples/", "-o", "github", "-o", "sarif="+sarif, "-o", "junit="+junit)
+	if code != 1 {
+		t.Fatalf("three outputs: exit %d (%v), want 1", code, err)
+	}
+	textFile := filepath.Join(dir, "report.txt")
+	stdout, _, code := runCLI(t, "", "check", "../../examples/", "-o", "json="+filepath.Join(dir, "r.json"), "-o", "text", "--output-file", textFile)
+	if code != 1 || stdout != "" {
+		t.Fatalf("--output-file: exit %d, stdout %q; want 1 and nothing on stdout", code, stdout)
+	}
+	for _, c := range []struct{ format, got string }{
+		{"github", out}, {"sarif", readFile(t, sarif)}, {"junit", readFile(t, junit)},
+		{"text", readFile(t, textFile)}, {"json", readFile(t, filepath.Join(dir, "r.json"))},
+	} {
+		if c.got != alone[c.format] {
+			t.Errorf("-o %s in a run of several differs from a run of it alone:\n%s\nalone:\n%s", c.format, c.got, alone[c.format])
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseOutputs(t *testing.T) {
+	for _, tc := range []struct {
+		specs      []string
+		outputFile string
+		want       []output
+		err        string
+	}{
+		{specs: nil, want: []output{{format: "text"}}},
+		{specs: []string{"github", "sarif=a.sarif"}, want: []output{{format: "github"}, {format: "sarif", file: "a.sarif"}}},
+		{specs: []string{"wide"}, outputFile: "r.txt", want: []output{{format: "wide", file: "r.txt"}}},
+		{specs: []string{"github", "json"}, err: "one report at most goes to stdout"},
+		{specs: []string{"sarif=a", "json=a"}, err: "two reports would be written to a"},
+		{specs: []string{"json"}, outputFile: "a", want: []output{{format: "json", file: "a"}}},
+		{specs: []string{"json=a"}, outputFile: "b", err: "every -o has its own"},
+		{specs: []string{"yaml"}, err: `unknown output format "yaml"`},
+		{specs: []string{"sarif="}, err: "no file after '='"},
+	} {
+		got, err := parseOutputs(tc.specs, tc.outputFile)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseOutputs(%q, %q): got %v, %v; want an error with %q", tc.specs, tc.outputFile, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("parseOutputs(%q, %q) = %v, %v; want %v", tc.specs, tc.outputFile, got, err, tc.want)
+		}
+	}
+}
