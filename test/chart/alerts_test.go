@@ -22,11 +22,7 @@ import (
 // its `for` has passed or on healthy series.
 func TestAlerts_PromtoolRuleTests(t *testing.T) {
 	e := setup(t)
-	r := framework.Run(t.Context(), e.root, "", nil, "hack/tools.sh", "--only", "helm", "--print-promtool")
-	if r.Err != nil {
-		t.Fatalf("hack/tools.sh --print-promtool: %s", r.Error())
-	}
-	promtool := strings.TrimSpace(r.Stdout)
+	promtool := e.promtool(t)
 
 	rules := find(objects(t, e.template(t, e.helms()[0], "--set", "prometheusRule.enabled=true")), "PrometheusRule")
 	if len(rules) != 1 {
@@ -93,4 +89,15 @@ func writeYAML(t *testing.T, path string, v any) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// promtool returns promtool, built by hack/tools.sh from the Prometheus
+// module on first use.
+func (e env) promtool(t *testing.T) string {
+	t.Helper()
+	r := framework.Run(t.Context(), e.root, "", nil, "hack/tools.sh", "--only", "helm", "--print-promtool")
+	if r.Err != nil {
+		t.Fatalf("hack/tools.sh --print-promtool: %s", r.Error())
+	}
+	return strings.TrimSpace(r.Stdout)
 }

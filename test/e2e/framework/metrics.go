@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -64,4 +67,32 @@ func ScrapeMetric(ctx context.Context, url, name string, labels ...string) (floa
 		return 0, err
 	}
 	return SumMetric(body, name, labels...)
+}
+
+// DashboardQueries returns every query ("expr") of a Grafana dashboard's
+// JSON, in document order of its panels and targets.
+func DashboardQueries(raw []byte) ([]string, error) {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("the dashboard is not JSON: %w", err)
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if e, ok := v["expr"].(string); ok {
+				out = append(out, e)
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				walk(v[k])
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	return out, nil
 }
