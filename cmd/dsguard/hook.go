@@ -97,6 +97,9 @@ func newHookCommand() *cobra.Command {
 				last = err
 				select {
 				case <-ctx.Done():
+					if hint := likelyCause(last); hint != "" {
+						return fmt.Errorf("dsguard did not answer within %s: %w\n%s", timeout, last, hint)
+					}
 					return fmt.Errorf("dsguard did not answer within %s: %w", timeout, last)
 				case <-time.After(2 * time.Second):
 				}
@@ -130,6 +133,44 @@ func probeWebhook(ctx context.Context, c kubernetes.Interface, w *warnings, name
 	}
 	return "", errors.New("the DaemonSet was admitted without a word from dsguard: the webhook configuration does not send " +
 		namespace + " to dsguard (an excluded namespace?) or failurePolicy Ignore hid an outage")
+}
+
+// likelyCause names what usually stands behind a failed probe, from the
+// words of the API server's answer, and what to do; "" when the answer
+// says nothing known. docs/managed-clusters.md has the long form.
+func likelyCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(msg, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("x509:", "certificate signed by unknown authority", "tls: failed to verify"):
+		return "likely cause: the webhook configuration's caBundle does not match the certificate dsguard serves. " +
+			"With tls.mode=selfManaged dsguard writes it within seconds of starting; with certManager check that " +
+			"cainjector runs; with file, set webhook.caBundle to the CA that issued tls.secretName."
+	case has("no endpoints available", "connection refused"):
+		return "likely cause: no dsguard replica is ready behind the Service, or a NetworkPolicy keeps the API server " +
+			"out: kubectl -n <namespace> get pods,endpoints; networkPolicy.webhookFrom must admit the control plane's " +
+			"addresses (or networkPolicy.webhookFromAPIServer=true)."
+	case has("context deadline exceeded", "Client.Timeout exceeded", "i/o timeout", "timed out", "no route to host"):
+		return "likely cause: the API server cannot reach the Pods. A managed control plane often cannot open " +
+			"connections to Pod IPs or to port 9443: on GKE private clusters add a firewall rule from the control " +
+			"plane's range to the nodes on TCP 9443; on EKS with a CNI other than the AWS VPC CNI (Calico, Cilium in " +
+			"overlay mode) set hostNetwork=true; see docs/managed-clusters.md."
+	case has("admitted without a word from dsguard"):
+		return "likely cause: the request never reached dsguard: the namespace is excluded (webhook.excludedNamespaces, " +
+			"the fail-open namespaces), failurePolicy Ignore hid an outage, or on AKS the Admissions Enforcer rewrote " +
+			"the webhook configuration (helm upgrade --set-string 'webhook.annotations.admissions\\.enforcer/disabled=true')."
+	}
+	return ""
 }
 
 // smokeDaemonSet surges a hostPort agent, which surge-host-port denies

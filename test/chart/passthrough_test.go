@@ -18,7 +18,12 @@ func TestTemplate_PassThrough(t *testing.T) {
 				"--set", "commonLabels.team=platform",
 				"--set", "audit.interval=1m", "--set", "audit.gapWindow=10m", "--set", "nodeView.stalenessBound=5m", "--set", "fit.enabled=false",
 				"--set", "webhook.maxConnections=512", "--set", "webhook.requestReadTimeout=15s", "--set", "metrics.maxConnections=8",
-				"--set", "metrics.serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true"))
+				"--set", "metrics.serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true",
+				"--set-string", `webhook.annotations.admissions\.enforcer/disabled=true`))
+			vwc := find(objs, "ValidatingWebhookConfiguration")
+			if len(vwc) != 1 || get(vwc[0], "metadata", "annotations", "admissions.enforcer/disabled") != "true" {
+				t.Errorf("webhook.annotations did not reach the ValidatingWebhookConfiguration: %v", vwc)
+			}
 			for _, o := range objs {
 				if get(o, "metadata", "labels", "team") != "platform" {
 					t.Errorf("%s %s lacks the common label team=platform", o["kind"], get(o, "metadata", "name"))
