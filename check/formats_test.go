@@ -213,3 +213,21 @@ func TestRun_Stream(t *testing.T) {
 		t.Errorf("streamed summary %+v exit %d, kept %+v exit %d", r.Summary(), r.ExitCode(), kept.Summary(), kept.ExitCode())
 	}
 }
+
+// A release's SARIF links the rules' documentation at its own tag.
+func TestRulesDocURI(t *testing.T) {
+	for version, want := range map[string]string{
+		"1.2.3":                  "https://github.com/dsguard/dsguard/blob/v1.2.3/docs/rules.md",
+		"v1.2.3":                 "https://github.com/dsguard/dsguard/blob/v1.2.3/docs/rules.md",
+		"0.2.0-rc.1":             "https://github.com/dsguard/dsguard/blob/v0.2.0-rc.1/docs/rules.md",
+		"dev":                    "https://github.com/dsguard/dsguard/blob/main/docs/rules.md",
+		"4a149f6":                "https://github.com/dsguard/dsguard/blob/main/docs/rules.md",
+		"1.2.3-dirty ":           "https://github.com/dsguard/dsguard/blob/main/docs/rules.md",
+		"0.1.0-3-g4a149f6-dirty": "https://github.com/dsguard/dsguard/blob/main/docs/rules.md",
+		"0.1.0-12-gdeadbee":      "https://github.com/dsguard/dsguard/blob/main/docs/rules.md",
+	} {
+		if got := rulesDocURI(version); got != want {
+			t.Errorf("rulesDocURI(%q) = %s, want %s", version, got, want)
+		}
+	}
+}

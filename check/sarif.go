@@ -1,8 +1,10 @@
 package check
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/dsguard/dsguard/policy"
@@ -12,10 +14,27 @@ import (
 const (
 	sarifVersion = "2.1.0"
 	sarifSchema  = "https://json.schemastore.org/sarif-2.1.0.json"
-	// rulesDocURI is where each rule's documentation lives; a rule's
-	// anchor is its ID.
-	rulesDocURI = "https://github.com/dsguard/dsguard/blob/main/docs/rules.md"
+	// rulesDoc is where each rule's documentation lives, at a git ref; a
+	// rule's anchor is its ID.
+	rulesDoc = "https://github.com/dsguard/dsguard/blob/%s/docs/rules.md"
 )
+
+// release is a release's version, with or without the tag's "v"; between
+// tags, git describe's form (1.2.3-4-gabc1234, -dirty) is no release.
+var (
+	release  = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+	describe = regexp.MustCompile(`-[0-9]+-g[0-9a-f]+|dirty`)
+)
+
+// rulesDocURI is the rules' documentation as the version writing the
+// report has it: a release links its own tag, so that a report read a year
+// later explains the rules it applied; any other build links main.
+func rulesDocURI(version string) string {
+	if release.MatchString(version) && !describe.MatchString(version) {
+		return fmt.Sprintf(rulesDoc, "v"+strings.TrimPrefix(version, "v"))
+	}
+	return fmt.Sprintf(rulesDoc, "main")
+}
 
 // Tool describes the program writing a machine-readable report.
 type Tool struct {
@@ -143,6 +162,7 @@ func NewSARIFWriter(w io.Writer, tool Tool) Writer {
 	s := &sarifWriter{out: jsonStream{w: w}, ruleIndex: map[string]int{},
 		driver: sarifDriver{Name: "dsguard", Version: tool.Version, InformationURI: "https://github.com/dsguard/dsguard",
 			Rules: []sarifRule{}}}
+	doc := rulesDocURI(tool.Version)
 	for i, rule := range tool.Rules {
 		s.ruleIndex[rule.ID] = i
 		s.driver.Rules = append(s.driver.Rules, sarifRule{
@@ -150,7 +170,7 @@ func NewSARIFWriter(w io.Writer, tool Tool) Writer {
 			ShortDescription:     sarifText{Text: rule.Title},
 			FullDescription:      sarifText{Text: rule.Why},
 			Help:                 sarifText{Text: rule.Remediation},
-			HelpURI:              rulesDocURI + "#" + rule.ID,
+			HelpURI:              doc + "#" + rule.ID,
 			DefaultConfiguration: sarifRuleConfig{Level: sarifLevel(rule.DefaultAction)},
 			Properties:           map[string][]string{"tags": {"kubernetes", "daemonset"}},
 		})

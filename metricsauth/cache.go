@@ -6,6 +6,11 @@ import (
 )
 
 // expiring is a bounded map whose entries lapse after their time to live.
+// It is not apimachinery's LRUExpireCache on purpose: at its bound an LRU
+// evicts the least recently used entry, so a flood of made-up tokens would
+// push out the scraper's real one between two scrapes; this map keeps what
+// it holds and refuses newcomers instead, and those are asked of the API
+// server (rate-limited), which is what a full cache must do anyway.
 type expiring[V any] struct {
 	mu      sync.Mutex
 	max     int

@@ -279,31 +279,33 @@ func auditPolicy(ctx context.Context, c client.Client, o *auditOptions) (*policy
 
 func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespace, name string, sel labels.Selector,
 	gaps audit.GapClock, o *auditOptions) (*auditPass, error) {
-	var dsList appsv1.DaemonSetList
+	prog := newProgress(os.Stderr)
+	defer prog.done()
 	opts := []client.ListOption{client.InNamespace(namespace)}
 	if sel != nil {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
 	}
-	if err := c.List(ctx, &dsList, opts...); err != nil {
+	var dss []*appsv1.DaemonSet
+	if err := listEach(ctx, c, func() client.ObjectList { return &appsv1.DaemonSetList{} }, func(ds *appsv1.DaemonSet) error {
+		if name == "" || ds.Name == name {
+			dss = append(dss, ds)
+		}
+		prog.say("listed %d DaemonSets", len(dss))
+		return nil
+	}, opts...); err != nil {
 		return nil, fmt.Errorf("listing DaemonSets: %w", err)
 	}
-	var nodeList corev1.NodeList
-	if err := c.List(ctx, &nodeList); err != nil {
+	var nodes []*corev1.Node
+	byName := map[string]*corev1.Node{}
+	if err := listEach(ctx, c, func() client.ObjectList { return &corev1.NodeList{} }, func(n *corev1.Node) error {
+		nodes = append(nodes, n)
+		byName[n.Name] = n
+		prog.say("listed %d DaemonSets, %d nodes", len(dss), len(nodes))
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	nodes := make([]*corev1.Node, len(nodeList.Items))
-	byName := make(map[string]*corev1.Node, len(nodeList.Items))
-	for i := range nodeList.Items {
-		nodes[i] = &nodeList.Items[i]
-		byName[nodes[i].Name] = nodes[i]
-	}
 	snap := coverage.NewNodeSnapshot(nodes)
-	var dss []*appsv1.DaemonSet
-	for i := range dsList.Items {
-		if name == "" || dsList.Items[i].Name == name {
-			dss = append(dss, &dsList.Items[i])
-		}
-	}
 	if name != "" && len(dss) == 0 {
 		return nil, fmt.Errorf("DaemonSet %q not found in namespace %q", name, namespace)
 	}
@@ -312,13 +314,24 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 	var cluster *fit.Cluster
 	if o.fit {
 		var err error
-		if cluster, err = readFitCluster(ctx, c, nodes); err != nil {
+		if cluster, err = readFitCluster(ctx, c, nodes, prog); err != nil {
 			return nil, err
 		}
 	}
+	prog.say("judging %d DaemonSets on %d nodes", len(dss), len(nodes))
 	entries := audit.Run(audit.Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, GapSince: gaps, Window: o.window, Fit: cluster})
+	gapped := 0
 	for i := range entries {
 		if entries[i].Status.Gap > 0 {
+			gapped++
+		}
+	}
+	investigated := 0
+	for i := range entries {
+		if entries[i].Status.Gap > 0 {
+			investigated++
+			prog.say("investigating the gaps of %d DaemonSets node by node (%d/%d: %s/%s)", gapped, investigated, gapped,
+				entries[i].DaemonSet.Namespace, entries[i].DaemonSet.Name)
 			if err := audit.InvestigateGap(ctx, c, &entries[i], snap); err != nil {
 				return nil, err
 			}
@@ -330,36 +343,47 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 // readFitCluster lists what the scheduler weighs: the Pods (reduced as they
 // are added), PriorityClasses and Namespaces. A user who may not list them
 // gets the audit without fit, and a note on stderr.
-func readFitCluster(ctx context.Context, c client.Client, nodes []*corev1.Node) (*fit.Cluster, error) {
+func readFitCluster(ctx context.Context, c client.Client, nodes []*corev1.Node, prog *progress) (*fit.Cluster, error) {
 	b := fit.NewBuilder()
 	for _, n := range nodes {
 		b.AddNode(n)
 	}
-	var pods corev1.PodList
-	var classes schedulingv1.PriorityClassList
-	var namespaces corev1.NamespaceList
-	for _, l := range []struct {
+	// Each Pod is reduced to its record as its page arrives: the whole
+	// PodList of a large cluster is never held.
+	pods := 0
+	lists := []struct {
 		what string
-		list client.ObjectList
-	}{{"Pods", &pods}, {"PriorityClasses", &classes}, {"Namespaces", &namespaces}} {
-		if err := c.List(ctx, l.list); err != nil {
+		list func() error
+	}{
+		{"Pods", func() error {
+			return listEach(ctx, c, func() client.ObjectList { return &corev1.PodList{} }, func(p *corev1.Pod) error {
+				pods++
+				prog.say("listed %d nodes, %d Pods", len(nodes), pods)
+				return b.AddPod(p)
+			})
+		}},
+		{"PriorityClasses", func() error {
+			return listEach(ctx, c, func() client.ObjectList { return &schedulingv1.PriorityClassList{} }, func(pc *schedulingv1.PriorityClass) error {
+				b.AddPriorityClass(pc)
+				return nil
+			})
+		}},
+		{"Namespaces", func() error {
+			return listEach(ctx, c, func() client.ObjectList { return &corev1.NamespaceList{} }, func(ns *corev1.Namespace) error {
+				b.AddNamespace(ns)
+				return nil
+			})
+		}},
+	}
+	for _, l := range lists {
+		if err := l.list(); err != nil {
 			if apierrors.IsForbidden(err) {
+				prog.done()
 				fmt.Fprintf(os.Stderr, "note: cannot list %s (%v): resource-fit and priority-class left out; --fit=false says it is meant\n", l.what, err)
 				return nil, nil
 			}
 			return nil, fmt.Errorf("listing %s: %w", l.what, err)
 		}
-	}
-	for i := range pods.Items {
-		if err := b.AddPod(&pods.Items[i]); err != nil {
-			return nil, err
-		}
-	}
-	for i := range classes.Items {
-		b.AddPriorityClass(&classes.Items[i])
-	}
-	for i := range namespaces.Items {
-		b.AddNamespace(&namespaces.Items[i])
 	}
 	return b.Build(), nil
 }

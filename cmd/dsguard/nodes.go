@@ -4,19 +4,22 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy/manifest"
 )
 
-// listPage is how many objects one LIST of dsguard nodes asks for.
+// listPage is how many objects one LIST page of dsguard nodes and audit asks for.
 const listPage = 500
 
 func newNodesCommand() *cobra.Command {
@@ -68,18 +71,13 @@ func newNodesCommand() *cobra.Command {
 		}
 		ctx := cmd.Context()
 		saved := map[string]bool{}
-		if err := listPaged(ctx, c, &corev1.NodeList{}, func(l *corev1.NodeList) error {
-			for i := range l.Items {
-				n := savedNode(&l.Items[i])
-				saved[n.Name] = true
-				if withFit {
-					n.Status.Allocatable = l.Items[i].Status.Allocatable
-				}
-				if err := lw.Write(n); err != nil {
-					return err
-				}
+		if err := listEach(ctx, c, func() client.ObjectList { return &corev1.NodeList{} }, func(node *corev1.Node) error {
+			n := savedNode(node)
+			saved[n.Name] = true
+			if withFit {
+				n.Status.Allocatable = node.Status.Allocatable
 			}
-			return nil
+			return lw.Write(n)
 		}, opts...); err != nil {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
@@ -103,61 +101,51 @@ func newNodesCommand() *cobra.Command {
 // namespaces' labels.
 func writeFitObjects(ctx context.Context, c client.Client, lw *manifest.ListWriter, nodes map[string]bool) error {
 	notFinished := client.MatchingFieldsSelector{Selector: fields.ParseSelectorOrDie("status.phase!=Succeeded,status.phase!=Failed")}
-	if err := listPaged(ctx, c, &corev1.PodList{}, func(l *corev1.PodList) error {
-		for i := range l.Items {
-			p := &l.Items[i]
-			if node := cmp.Or(p.Spec.NodeName, p.Status.NominatedNodeName); !nodes[node] {
-				continue // pending nowhere, or on a node left out by -l
-			}
-			if err := lw.Write(fit.SavedPod(p)); err != nil {
-				return err
-			}
+	if err := listEach(ctx, c, func() client.ObjectList { return &corev1.PodList{} }, func(p *corev1.Pod) error {
+		if node := cmp.Or(p.Spec.NodeName, p.Status.NominatedNodeName); !nodes[node] {
+			return nil // pending nowhere, or on a node left out by -l
 		}
-		return nil
+		return lw.Write(fit.SavedPod(p))
 	}, notFinished); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	if err := listPaged(ctx, c, &schedulingv1.PriorityClassList{}, func(l *schedulingv1.PriorityClassList) error {
-		for _, pc := range l.Items {
-			if err := lw.Write(&schedulingv1.PriorityClass{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"},
-				ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: pc.Value, GlobalDefault: pc.GlobalDefault,
-				PreemptionPolicy: pc.PreemptionPolicy}); err != nil {
-				return err
-			}
-		}
-		return nil
+	if err := listEach(ctx, c, func() client.ObjectList { return &schedulingv1.PriorityClassList{} }, func(pc *schedulingv1.PriorityClass) error {
+		return lw.Write(&schedulingv1.PriorityClass{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"},
+			ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: pc.Value, GlobalDefault: pc.GlobalDefault,
+			PreemptionPolicy: pc.PreemptionPolicy})
 	}); err != nil {
 		return fmt.Errorf("listing priorityclasses: %w", err)
 	}
-	if err := listPaged(ctx, c, &corev1.NamespaceList{}, func(l *corev1.NamespaceList) error {
-		for _, ns := range l.Items {
-			if err := lw.Write(&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-				ObjectMeta: metav1.ObjectMeta{Name: ns.Name, Labels: ns.Labels}}); err != nil {
-				return err
-			}
-		}
-		return nil
+	if err := listEach(ctx, c, func() client.ObjectList { return &corev1.NamespaceList{} }, func(ns *corev1.Namespace) error {
+		return lw.Write(&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: ns.Name, Labels: ns.Labels}})
 	}); err != nil {
 		return fmt.Errorf("listing namespaces: %w", err)
 	}
 	return nil
 }
 
-// listPaged lists in pages of listPage, handing each page on, so that a
-// cluster of a million Pods is never held whole.
-func listPaged[L client.ObjectList](ctx context.Context, c client.Client, list L, page func(L) error, opts ...client.ListOption) error {
-	cont := ""
-	for {
-		if err := c.List(ctx, list, append(opts, client.Limit(listPage), client.Continue(cont))...); err != nil {
-			return err
+// listEach lists in pages of listPage through client-go's pager, which
+// falls back to one whole list when a page's continue token has expired,
+// and hands on each item as a *T, so that a cluster of a million Pods is
+// never held whole.
+func listEach[T any, PT interface {
+	*T
+	runtime.Object
+}](ctx context.Context, c client.Client, newList func() client.ObjectList, each func(PT) error, opts ...client.ListOption) error {
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l := newList()
+		err := c.List(ctx, l, append(slices.Clone(opts), client.Limit(o.Limit), client.Continue(o.Continue))...)
+		return l, err
+	})
+	p.PageSize = listPage
+	return p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		item, ok := obj.(PT)
+		if !ok {
+			return fmt.Errorf("listing: got a %T", obj)
 		}
-		if err := page(list); err != nil {
-			return err
-		}
-		if cont = list.GetContinue(); cont == "" {
-			return nil
-		}
-	}
+		return each(item)
+	})
 }
 
 // savedNode keeps what the DaemonSet controller's placement reads.
