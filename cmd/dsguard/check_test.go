@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dsguard/dsguard/policy/rules"
 )
 
 // runCLI runs dsguard in-process and returns stdout, the error and the exit
@@ -145,6 +147,16 @@ func TestRules_Markdown(t *testing.T) {
 	}
 	if out != string(want) {
 		t.Fatal("`dsguard rules -o markdown` differs from docs/rules.md: run `make docs`")
+	}
+	// The README's overview names every rule of the registry.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules.Builtin().Rules() {
+		if !strings.Contains(string(readme), "`"+r.ID+"`") {
+			t.Errorf("README.md's Rules section does not name %s", r.ID)
+		}
 	}
 }
 

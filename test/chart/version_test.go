@@ -77,7 +77,7 @@ func TestVersion_OneConvention(t *testing.T) {
 
 	// set-version.sh on a copy of the files it writes.
 	dir := t.TempDir()
-	for _, f := range []string{"hack/release/set-version.sh", "charts/dsguard/Chart.yaml", "action.yml", "README.md"} {
+	for _, f := range []string{"hack/release/set-version.sh", "charts/dsguard/Chart.yaml", "action.yml", "README.md", "docs/install.md", "docs/cli.md"} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -95,6 +95,21 @@ func TestVersion_OneConvention(t *testing.T) {
 	readYAML(t, filepath.Join(dir, "charts", "dsguard", "Chart.yaml"), &chart)
 	if chart.Version != "9.8.7" || chart.AppVersion != "9.8.7" {
 		t.Errorf("after set-version.sh v9.8.7: version %q, appVersion %q; want 9.8.7", chart.Version, chart.AppVersion)
+	}
+	for file, wants := range map[string][]string{
+		"README.md":       {"oci://ghcr.io/dsguard/charts/dsguard --version 9.8.7 "},
+		"docs/install.md": {"--version 9.8.7 ", "ghcr.io/dsguard/charts/dsguard:9.8.7", "ghcr.io/dsguard/dsguard:9.8.7"},
+		"docs/cli.md":     {"dsguard/dsguard@v9.8.7", "rev: v9.8.7", "cmd/dsguard@v9.8.7"},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("after set-version.sh v9.8.7, %s lacks %q", file, want)
+			}
+		}
 	}
 }
 
