@@ -285,8 +285,9 @@ release: release-tools ## Publish the tag's GitHub release with GoReleaser (the 
 	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --clean
 
 .PHONY: release-snapshot
-release-snapshot: release-tools ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest)
+release-snapshot: release-tools ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest, Homebrew cask, the image index built twice to the same digest)
 	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --snapshot --clean --skip=publish
+	hack/release/snapshot-image.sh dist/image
 
 .PHONY: clean
 clean: ## Remove build output

@@ -6,11 +6,12 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/coverage/fit"
@@ -154,21 +155,8 @@ func Run(in Input) []Entry {
 // WriteTable renders the overview, one row per DaemonSet; wide then adds,
 // per DaemonSet, the skipped nodes, the node-by-node investigation and the
 // findings, below the table so that its columns stay aligned.
-func WriteTable(w io.Writer, entries []Entry, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tMISSCHEDULED\tSKIPPED\tEXEMPT\tSTATE\tREASON")
-	for i := range entries {
-		e := &entries[i]
-		st := &e.DaemonSet.Status
-		state, reason := string(e.Status.State), e.Status.Reason
-		if e.Status.State == StateHealthy && e.Skipped > 0 && e.Intended == "" {
-			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints", e.Skipped)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", e.DaemonSet.Namespace, e.DaemonSet.Name,
-			st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
-			st.NumberAvailable, st.NumberMisscheduled, e.Skipped, exemptColumn(e.Exemptions), state, reason)
-	}
-	if err := tw.Flush(); err != nil {
+func WriteTable(w io.Writer, entries []Entry, wide, noHeaders bool) error {
+	if err := printers.NewTablePrinter(printers.PrintOptions{NoHeaders: noHeaders, Wide: wide}).PrintObj(Table(entries), w); err != nil {
 		return err
 	}
 	if !wide {
@@ -182,6 +170,41 @@ func WriteTable(w io.Writer, entries []Entry, wide bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// tableColumns are the audit table's columns, as kubectl's table printer
+// writes a Table (headers in upper case).
+var tableColumns = []metav1.TableColumnDefinition{
+	{Name: "Namespace", Type: "string", Description: "The DaemonSet's namespace."},
+	{Name: "Name", Type: "string", Format: "name", Description: "The DaemonSet's name."},
+	{Name: "Desired", Type: "integer", Description: "status.desiredNumberScheduled"},
+	{Name: "Current", Type: "integer", Description: "status.currentNumberScheduled"},
+	{Name: "Ready", Type: "integer", Description: "status.numberReady"},
+	{Name: "Up-to-date", Type: "integer", Description: "status.updatedNumberScheduled"},
+	{Name: "Available", Type: "integer", Description: "status.numberAvailable"},
+	{Name: "Misscheduled", Type: "integer", Description: "status.numberMisscheduled"},
+	{Name: "Skipped", Type: "integer", Description: "Nodes skipped for untolerated taints, which desiredNumberScheduled leaves out."},
+	{Name: "Exempt", Type: "string", Description: "The rules the DaemonSet is exempted from."},
+	{Name: "State", Type: "string", Description: "The audit state."},
+	{Name: "Reason", Type: "string", Description: "Why, in words."},
+}
+
+// Table is the audit as a Kubernetes Table, one row per DaemonSet, for
+// kubectl's table printer (cli-runtime's printers).
+func Table(entries []Entry) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: tableColumns, Rows: make([]metav1.TableRow, 0, len(entries))}
+	for i := range entries {
+		e := &entries[i]
+		st := &e.DaemonSet.Status
+		state, reason := string(e.Status.State), e.Status.Reason
+		if e.Status.State == StateHealthy && e.Skipped > 0 && e.Intended == "" {
+			state, reason = "TaintGap", fmt.Sprintf("%d nodes skipped for untolerated taints", e.Skipped)
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{e.DaemonSet.Namespace, e.DaemonSet.Name,
+			int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady), int64(st.UpdatedNumberScheduled),
+			int64(st.NumberAvailable), int64(st.NumberMisscheduled), int64(e.Skipped), exemptColumn(e.Exemptions), state, reason}})
+	}
+	return t
 }
 
 func auditDetails(e *Entry) []string {

@@ -57,7 +57,7 @@ func BenchmarkAudit(b *testing.B) {
 	for b.Loop() {
 		snap := coverage.NewNodeSnapshot(nodes)
 		entries := Run(Input{DaemonSets: dss, Nodes: snap, Policy: pol, Now: now, Window: 5 * time.Minute})
-		if err := WriteTable(io.Discard, entries, true); err != nil {
+		if err := WriteTable(io.Discard, entries, true, false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -60,15 +60,15 @@ func TestAudit_TableAndJSON(t *testing.T) {
 	entries[0].Investigation = []coverage.NodeDiagnosis{{Node: "worker-2", Pod: "gap-x", State: "Waiting", Reason: "container agent: CrashLoopBackOff"}}
 
 	var table bytes.Buffer
-	if err := WriteTable(&table, entries, true); err != nil {
+	if err := WriteTable(&table, entries, true, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"NAMESPACE   NAME       DESIRED  CURRENT  READY  UP-TO-DATE  AVAILABLE  MISSCHEDULED  SKIPPED  EXEMPT      STATE          REASON",
-		"monitoring  gap        3        3        2      3           2          0             0        privileged  PersistentGap  1 of 3 nodes without a ready Pod for 10m0s",
+		"NAMESPACE    NAME        DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   MISSCHEDULED   SKIPPED   EXEMPT       STATE           REASON",
+		"monitoring   gap         3         3         2       3            2           0              0         privileged   PersistentGap   1 of 3 nodes without a ready Pod for 10m0s",
 		"  exempt privileged until 2026-12-31: the driver needs it",
 		"  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff",
-		"monitoring  taint-gap  2        2        2      2           2          0             1        -           TaintGap       1 nodes skipped for untolerated taints",
+		"monitoring   taint-gap   2         2         2       2            2           0              1         -            TaintGap        1 nodes skipped for untolerated taints",
 		"\nmonitoring/gap:\n  node worker-2: pod gap-x Waiting: container agent: CrashLoopBackOff\n  exempt privileged until 2026-12-31: the driver needs it\n",
 		"\nmonitoring/taint-gap:\n",
 		"  skips taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated (cp-1)",

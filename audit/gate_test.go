@@ -68,7 +68,7 @@ func TestAudit_AnnotationsObeyTheGate(t *testing.T) {
 				t.Errorf("GroupsNotChecked = %v, want %v", e.GroupsNotChecked, tt.groupsNotChecked)
 			}
 			var table, js bytes.Buffer
-			if err := WriteTable(&table, entries, true); err != nil {
+			if err := WriteTable(&table, entries, true, false); err != nil {
 				t.Fatal(err)
 			}
 			if err := WriteJSON(&js, entries, true); err != nil {

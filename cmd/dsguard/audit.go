@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -185,15 +184,7 @@ func (p *auditPass) placements() []*coverage.Placement {
 func writeAudit(w io.Writer, o *auditOptions, pass *auditPass) error {
 	switch o.output {
 	case "", "wide":
-		var buf bytes.Buffer
-		if err := audit.WriteTable(&buf, pass.entries, o.output == "wide"); err != nil {
-			return err
-		}
-		table := buf.Bytes()
-		if o.noHeaders {
-			table = stripHeader(table)
-		}
-		if _, err := w.Write(table); err != nil {
+		if err := audit.WriteTable(w, pass.entries, o.output == "wide", o.noHeaders); err != nil {
 			return err
 		}
 		if o.output == "wide" {

@@ -134,11 +134,3 @@ func toUnstructured(render func(io.Writer) error) (*unstructured.Unstructured, e
 	}
 	return &unstructured.Unstructured{Object: m}, nil
 }
-
-// stripHeader drops the first line of a table (--no-headers).
-func stripHeader(table []byte) []byte {
-	if i := bytes.IndexByte(table, '\n'); i >= 0 {
-		return table[i+1:]
-	}
-	return nil
-}

@@ -49,7 +49,7 @@ func TestAudit_Healthy(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Errorf("--exit-code on a healthy DaemonSet: exit %d", r.ExitCode)
 	}
-	wantOutput(t, r.Stdout, "audit      steady  4        4        4      4           4          0             0        -       Healthy  4 of 4 nodes covered")
+	wantOutput(t, r.Stdout, "audit       steady   4         4         4       4            4           0              0         -        Healthy   4 of 4 nodes covered")
 	waitEvent(t, "steady", "CoverageRestored", "4 of 4 nodes covered")
 }
 

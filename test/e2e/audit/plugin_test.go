@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -40,7 +41,10 @@ func TestKubectlPlugin_AuditAllNamespaces(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Fatalf("kubectl dsguard audit -A: exit %d", r.ExitCode)
 	}
-	wantOutput(t, r.Stdout, "NAMESPACE  NAME")
+	// kubectl's table printer: upper-case headers, columns three spaces apart at least.
+	if !regexp.MustCompile(`(?m)^NAMESPACE {3,}NAME {3,}DESIRED {3,}CURRENT`).MatchString(r.Stdout) {
+		t.Errorf("no table header in kubectl's layout:\n%s", r.Stdout)
+	}
 	found := false
 	for _, line := range strings.Split(r.Stdout, "\n") {
 		if f := strings.Fields(line); len(f) > 2 && f[0] == "audit" && f[1] == "plugin-agent" {
