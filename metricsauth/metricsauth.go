@@ -30,6 +30,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -323,16 +324,17 @@ func decisionKey(s authorizationv1.SubjectAccessReviewSpec) string {
 func (g *Guard) retry(ctx context.Context, review func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout)
 	defer cancel()
-	wait := 500 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	// The pauses come from apimachinery's Backoff; the sleeping is Options'
+	// own, so that tests need not wait.
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Steps: g.o.Retries}
+	for {
 		err := review(ctx)
-		if err == nil || attempt == g.o.Retries || !transient(err) || ctx.Err() != nil {
+		if err == nil || backoff.Steps <= 0 || !transient(err) || ctx.Err() != nil {
 			return err
 		}
-		if err := g.o.Sleep(ctx, wait); err != nil {
+		if err := g.o.Sleep(ctx, backoff.Step()); err != nil {
 			return err
 		}
-		wait = wait * 3 / 2
 	}
 }
 

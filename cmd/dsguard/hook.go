@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -85,25 +86,23 @@ func newHookCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
+			var msg string
 			var last error
-			for {
-				msg, err := probeWebhook(ctx, c, w, namespace)
-				if err == nil {
-					fmt.Fprintln(cmd.OutOrStdout(), msg)
-					return nil
-				}
-				last = err
-				select {
-				case <-ctx.Done():
-					if hint := likelyCause(last); hint != "" {
-						return fmt.Errorf("dsguard did not answer within %s: %w\n%s", timeout, last, hint)
-					}
-					return fmt.Errorf("dsguard did not answer within %s: %w", timeout, last)
-				case <-time.After(2 * time.Second):
-				}
+			err = wait.PollUntilContextTimeout(cmd.Context(), 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+				msg, last = probeWebhook(ctx, c, w, namespace)
+				return last == nil, nil
+			})
+			switch {
+			case err == nil:
+				fmt.Fprintln(cmd.OutOrStdout(), msg)
+				return nil
+			case last == nil:
+				return err
 			}
+			if hint := likelyCause(last); hint != "" {
+				return fmt.Errorf("dsguard did not answer within %s: %w\n%s", timeout, last, hint)
+			}
+			return fmt.Errorf("dsguard did not answer within %s: %w", timeout, last)
 		},
 	}
 	test.Flags().StringVar(&namespace, "namespace", "default", "namespace of the dry-run DaemonSet (one dsguard evaluates, not its own)")
