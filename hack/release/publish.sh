@@ -21,8 +21,8 @@
 # The release workflow runs it after GoReleaser (make release-publish); the
 # real-node e2e runs it against a registry in the test process (--key,
 # --plain-http). It prints "image REF@DIGEST" and "chart REF@DIGEST" last.
-# Tools: helm and cosign on PATH (hack/tools.sh builds helm; make
-# release-tools builds cosign), go for hack/image.
+# Tools: helm and cosign on PATH (hack/tools.sh --only helm --cosign
+# builds both), go for hack/image.
 set -euo pipefail
 
 registry="" version="" key="" plain_http=false

@@ -63,13 +63,20 @@ func TestPublishedRelease_InstallsWithOneCommand(t *testing.T) {
 	}
 	t.Logf("figures: cross-built dsguard for linux/arm64 in %s", time.Since(start).Round(time.Millisecond))
 
+	// An SBOM to attest: a CycloneDX document naming the binary, as the
+	// release attests GoReleaser's.
+	sbom := filepath.Join(work, "dsguard.cdx.json")
+	if err := os.WriteFile(sbom, []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5","version":1,`+
+		`"metadata":{"component":{"type":"application","name":"dsguard","version":"e2e"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	versions := []string{"0.1.0-e2e.1", "0.1.0-e2e.2"}
 	published := map[string]publishedRelease{}
 	for _, v := range versions {
 		start := time.Now()
-		published[v] = publish(t, reg, v, cosign, filepath.Join(keyDir, "cosign.key"),
+		published[v] = publish(t, reg, v, cosign, filepath.Join(keyDir, "cosign.key"), sbom,
 			"linux/amd64="+dsguardBin, "linux/arm64="+arm64)
-		t.Logf("figures: published %s (image index, chart, two signatures, both verified) in %s", v, time.Since(start).Round(time.Millisecond))
+		t.Logf("figures: published %s (image index, chart, two signatures and an SBOM attestation, all verified) in %s", v, time.Since(start).Round(time.Millisecond))
 	}
 
 	t.Run("the image is one index for linux/amd64 and linux/arm64", func(t *testing.T) {
@@ -106,6 +113,11 @@ func TestPublishedRelease_InstallsWithOneCommand(t *testing.T) {
 					t.Errorf("cosign verify %s with %s: exit %d, want success %v", ref, filepath.Base(k.dir), r.ExitCode, k.want)
 				}
 			}
+		}
+		r := framework.Logged(t, framework.Run(t.Context(), work, "", nil, cosign, "verify-attestation", "--type", "cyclonedx",
+			"--key", filepath.Join(keyDir, "cosign.pub"), "--insecure-ignore-tlog=true", "--allow-http-registry", published[versions[0]].image))
+		if r.Err != nil || !strings.Contains(r.Stdout, "payload") {
+			t.Errorf("cosign verify-attestation of the SBOM: exit %d, want the attestation verified", r.ExitCode)
 		}
 	})
 
@@ -200,10 +212,10 @@ type publishedRelease struct{ image, chart string }
 
 // publish runs hack/release/publish.sh, the release workflow's own step,
 // with its helm and cosign homes under the test's directory.
-func publish(t *testing.T, reg, version, cosign, key string, binaries ...string) publishedRelease {
+func publish(t *testing.T, reg, version, cosign, key, sbom string, binaries ...string) publishedRelease {
 	t.Helper()
 	home := t.TempDir()
-	args := []string{"--registry", reg, "--version", version, "--key", key, "--plain-http"}
+	args := []string{"--registry", reg, "--version", version, "--key", key, "--sbom", sbom, "--plain-http"}
 	for _, b := range binaries {
 		args = append(args, "--binary", b)
 	}
