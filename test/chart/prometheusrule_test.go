@@ -342,9 +342,14 @@ func TestPrometheusRule_Options(t *testing.T) {
 				t.Fatalf("%d PrometheusRules, want 1", len(rules))
 			}
 			rs := get(rules[0], "spec", "groups", 0, "rules").([]any)
+			var chart struct {
+				AppVersion string `json:"appVersion"`
+			}
+			readYAML(t, filepath.Join(e.root, "charts", "dsguard", "Chart.yaml"), &chart)
+			pinned := "https://github.com/dsguard/dsguard/blob/v" + chart.AppVersion + "/docs/operations.md#"
 			for _, r := range rs {
-				if u := get(r, "annotations", "runbook_url"); u != nil {
-					t.Errorf("%v: runbook_url %v without runbookBaseURL", get(r, "alert"), u)
+				if u := get(r, "annotations", "runbook_url"); u != pinned+strings.ToLower(get(r, "alert").(string)) {
+					t.Errorf("%v: runbook_url %v without runbookBaseURL, want the chart's own release's runbook %s...", get(r, "alert"), u, pinned)
 				}
 			}
 			if get(rs[0], "alert") != "DsguardDown" || get(rs[0], "labels", "severity") != "critical" {
