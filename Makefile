@@ -160,9 +160,11 @@ chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden fi
 chart-docs: ## Regenerate the values table of charts/dsguard/README.md from values.yaml
 	$(GO) run ./hack/chart-readme -chart charts/dsguard
 
-# The demo needs only a control plane without controllers: it builds these
-# and nothing else (helm, cert-manager, the node's binaries are for the tests).
-DEMO_TOOLS := kube-apiserver,kubectl,etcd
+# The demo needs only a control plane without controllers, and helm (v3),
+# which renders the chart's webhook configuration the demo installs: it
+# builds these and nothing else (helm4, cert-manager, the controllers and
+# the node's binaries are for the tests).
+DEMO_TOOLS := kube-apiserver,kubectl,etcd,helm
 
 .PHONY: demo
 demo: ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
