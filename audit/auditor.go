@@ -138,9 +138,13 @@ func (a *Auditor) Start(ctx context.Context) error {
 	if a.Interval == 0 {
 		a.Interval = 30 * time.Second
 	}
-	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+	// The handlers below use this term's queue, not the field: a handler of
+	// an earlier term may still be running when a new term replaces it (the
+	// race detector caught one), and a shut-down queue ignores what it adds.
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dsguard_audit"})
-	defer a.queue.ShutDown()
+	a.queue = queue
+	defer queue.ShutDown()
 
 	inf, err := a.Cache.GetInformer(ctx, &appsv1.DaemonSet{})
 	if err != nil {
@@ -151,7 +155,7 @@ func (a *Auditor) Start(ctx context.Context) error {
 			obj = t.Obj
 		}
 		if ds, ok := obj.(*appsv1.DaemonSet); ok && ds.Namespace != a.OwnNamespace {
-			a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+			queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
 		}
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
