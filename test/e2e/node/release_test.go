@@ -38,7 +38,7 @@ func TestPublishedRelease_InstallsWithOneCommand(t *testing.T) {
 	requireNode(t)
 	reg := startRegistry(t)
 	work := t.TempDir()
-	cosign := releaseTools(t)
+	cosign := cosignBinary(t)
 	keyDir := filepath.Join(work, "key")
 	if err := os.MkdirAll(keyDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -196,9 +196,9 @@ func startRegistry(t *testing.T) string {
 	return fmt.Sprintf("localhost:%d", ln.Addr().(*net.TCPAddr).Port)
 }
 
-// releaseTools returns cosign, built by hack/tools.sh at the version the
+// cosignBinary returns cosign, built by hack/tools.sh at the version the
 // release workflow uses.
-func releaseTools(t *testing.T) string {
+func cosignBinary(t *testing.T) string {
 	t.Helper()
 	r := framework.Run(t.Context(), cluster.Root, "", nil, "hack/tools.sh", "--only", "helm", "--print-cosign")
 	if r.Err != nil {
