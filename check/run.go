@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
@@ -26,9 +25,6 @@ type Input struct {
 	// Env carries the policy, the time and the node set (nil: node rules
 	// are skipped).
 	Env policy.Env
-	// Nodes are the objects Env.Nodes was built from, to say which selector
-	// term skips a node; may be nil.
-	Nodes []*corev1.Node
 	// FitNote says whether and from what resource fit was predicted
 	// (Env.Fit); it joins the report's notes.
 	FitNote string
@@ -64,13 +60,6 @@ func Run(in Input) (*Results, error) {
 	if r.FailOn == "" {
 		r.FailOn = policy.ActionDeny
 	}
-	var byName map[string]*corev1.Node
-	if in.Env.Nodes != nil {
-		byName = make(map[string]*corev1.Node, len(in.Nodes))
-		for _, n := range in.Nodes {
-			byName[n.Name] = n
-		}
-	}
 	rd := &manifest.Reader{Stdin: in.Stdin, Render: in.Render}
 	var streamErr error
 	gated := 0 // DaemonSets with exemption or intended-coverage annotations
@@ -85,7 +74,7 @@ func Run(in Input) (*Results, error) {
 		env := in.Env
 		ns := cmp.Or(d.DaemonSet.Namespace, in.Namespace)
 		env.Previous = in.Previous[ns+"/"+d.DaemonSet.Name]
-		res := judge(d, env, in.Namespace, byName)
+		res := judge(d, env, in.Namespace)
 		if in.Stream != nil {
 			if streamErr = in.Stream(&res); streamErr != nil {
 				return
@@ -132,7 +121,7 @@ func Run(in Input) (*Results, error) {
 }
 
 // judge evaluates one DaemonSet and keeps what the output needs.
-func judge(d manifest.DaemonSet, env policy.Env, namespace string, nodes map[string]*corev1.Node) Result {
+func judge(d manifest.DaemonSet, env policy.Env, namespace string) Result {
 	ds := d.DaemonSet
 	if ds.Namespace == "" {
 		ds.Namespace = namespace
@@ -149,7 +138,7 @@ func judge(d manifest.DaemonSet, env policy.Env, namespace string, nodes map[str
 		}
 	}
 	if cov != nil {
-		res.Placement = coverage.NewPlacement(ds, cov, env.Nodes, nodes)
+		res.Placement = coverage.NewPlacement(ds, cov, env.Nodes)
 	}
 	return res
 }

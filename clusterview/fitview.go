@@ -553,7 +553,6 @@ func recordOf(obj any) (*podRecord, error) {
 		if r.rec, r.err = fit.PodOf(o); r.err != nil {
 			return r, nil
 		}
-		r.rec.Namespace = r.rec.Key[:len(o.Namespace)]
 		if r.rec.Owner != "" {
 			r.rec.Owner = unique.Make(r.rec.Owner).Value()
 		}
@@ -641,13 +640,13 @@ func (v *FitView) applyPod(key string, r *podRecord) {
 	next = append(next, rec)
 	fit.SortPods(next)
 	*held = next
-	v.pods[rec.Key] = podPlace{node: fn, nominated: r.nominated, uid: r.uid, labels: r.labels}
+	v.pods[key] = podPlace{node: fn, nominated: r.nominated, uid: r.uid, labels: r.labels}
 	v.touch(fn.name)
 }
 
 // indexOf returns the index of the record of key, or -1.
 func indexOf(pods []fit.Pod, key string) int {
-	return slices.IndexFunc(pods, func(p fit.Pod) bool { return p.Key == key })
+	return slices.IndexFunc(pods, func(p fit.Pod) bool { return p.HasKey(key) })
 }
 
 // removePod drops a Pod's record; mu is held.

@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -35,6 +36,54 @@ type NodeSnapshot struct {
 	index struct {
 		once sync.Once
 		idx  *labelIndex
+	}
+	// byName is built on the first Node call.
+	byName struct {
+		once sync.Once
+		at   map[string]memberAt
+	}
+}
+
+// memberAt is where a node is: its class and its position there.
+type memberAt struct{ class, member int32 }
+
+// Node returns the node named name as the snapshot holds it (name, labels
+// and taints), or nil. The node is the caller's own.
+func (s *NodeSnapshot) Node(name string) *corev1.Node {
+	s.byName.once.Do(func() {
+		s.byName.at = make(map[string]memberAt, s.total)
+		for i, c := range s.classes {
+			for j, m := range c.members {
+				s.byName.at[m.name] = memberAt{int32(i), int32(j)}
+			}
+		}
+	})
+	at, ok := s.byName.at[name]
+	if !ok {
+		return nil
+	}
+	return s.member(s.classes[at.class], int(at.member))
+}
+
+// member builds member i of class c.
+func (s *NodeSnapshot) member(c *nodeClass, i int) *corev1.Node {
+	n := s.memberNode(c)
+	s.setMember(&n, c.members[i].name, c.valuesOf(i))
+	n.Spec.Taints = slices.Clone(n.Spec.Taints)
+	return &n
+}
+
+// All yields every node, class by class, each built as Node builds it: a
+// reader of many nodes holds one at a time.
+func (s *NodeSnapshot) All() iter.Seq[*corev1.Node] {
+	return func(yield func(*corev1.Node) bool) {
+		for _, c := range s.classes {
+			for i := range c.members {
+				if !yield(s.member(c, i)) {
+					return
+				}
+			}
+		}
 	}
 }
 
@@ -88,10 +137,10 @@ const (
 )
 
 // perNodeKeysOf returns the hostname label and every high-cardinality key.
-func perNodeKeysOf(nodes []*corev1.Node) []string {
+func perNodeKeysOf(nodes []NodeRecord) []string {
 	values := map[string]map[string]struct{}{}
-	for _, n := range nodes {
-		for k, v := range n.Labels {
+	for i := range nodes {
+		for k, v := range nodes[i].labels() {
 			vs, ok := values[k]
 			if !ok {
 				vs = map[string]struct{}{}
@@ -115,13 +164,66 @@ func (s *NodeSnapshot) isPerNodeKey(k string) bool {
 	return found
 }
 
+// NodeRecord is what a snapshot reads of a node: its name, labels and
+// taints. Records of nodes alike may share one label map and one taint
+// list, with the hostname label left out of the map and held in Hostname:
+// a reader of a large node list then keeps little more per node than its
+// name (NewNodeSnapshotOf).
+type NodeRecord struct {
+	Name   string
+	Labels map[string]string
+	// Hostname, when set, is the kubernetes.io/hostname label, which
+	// Labels then leaves out.
+	Hostname string
+	Taints   []corev1.Taint
+}
+
+// RecordOf is the record of a node, sharing its maps.
+func RecordOf(n *corev1.Node) NodeRecord {
+	return NodeRecord{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints}
+}
+
+// label returns the value of label key.
+func (r *NodeRecord) label(key string) (string, bool) {
+	if key == corev1.LabelHostname && r.Hostname != "" {
+		return r.Hostname, true
+	}
+	v, ok := r.Labels[key]
+	return v, ok
+}
+
+// labels yields every label, the hostname included.
+func (r *NodeRecord) labels() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		if r.Hostname != "" && !yield(corev1.LabelHostname, r.Hostname) {
+			return
+		}
+		for k, v := range r.Labels {
+			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
 // NewNodeSnapshot groups nodes into classes. Only names, labels and taints are
 // read and kept, so the caller may strip everything else before.
 func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
+	recs := make([]NodeRecord, len(nodes))
+	for i, n := range nodes {
+		recs[i] = RecordOf(n)
+	}
+	return NewNodeSnapshotOf(recs)
+}
+
+// NewNodeSnapshotOf groups the nodes of records into classes. It keeps
+// neither the records nor their maps.
+func NewNodeSnapshotOf(nodes []NodeRecord) *NodeSnapshot {
 	s := &NodeSnapshot{total: len(nodes), perNodeKeys: perNodeKeysOf(nodes)}
 	index := map[string]int{}
-	var byClass [][]*corev1.Node
-	for _, n := range nodes {
+	var byClass [][]*NodeRecord
+	for j := range nodes {
+		n := &nodes[j]
 		key := s.classKey(n)
 		i, ok := index[key]
 		if !ok {
@@ -135,7 +237,7 @@ func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 	k := len(s.perNodeKeys)
 	for i, c := range s.classes {
 		members := byClass[i]
-		slices.SortFunc(members, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(members, func(a, b *NodeRecord) int { return strings.Compare(a.Name, b.Name) })
 		c.members = make([]nodeMember, len(members))
 		c.values = make([]perNodeValue, len(members)*k)
 		for m, n := range members {
@@ -149,9 +251,9 @@ func NewNodeSnapshot(nodes []*corev1.Node) *NodeSnapshot {
 
 // newClass returns an empty class with n's shared labels and taints (copies:
 // the snapshot must not change when the informer replaces n).
-func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
+func (s *NodeSnapshot) newClass(key string, n *NodeRecord) *nodeClass {
 	labels := make(map[string]string, len(n.Labels))
-	for k, v := range n.Labels {
+	for k, v := range n.labels() {
 		if !s.isPerNodeKey(k) {
 			labels[k] = v
 		}
@@ -161,7 +263,7 @@ func (s *NodeSnapshot) newClass(key string, n *corev1.Node) *nodeClass {
 		c.labels = append(c.labels, labelPair{k, v})
 	}
 	c.node.Labels = labels
-	c.node.Spec.Taints = append([]corev1.Taint(nil), n.Spec.Taints...)
+	c.node.Spec.Taints = append([]corev1.Taint(nil), n.Taints...)
 	return c
 }
 
@@ -206,9 +308,9 @@ func (s *NodeSnapshot) setMember(node *corev1.Node, name string, values []perNod
 }
 
 // readValues fills values with n's values of the per-node keys.
-func (s *NodeSnapshot) readValues(values []perNodeValue, n *corev1.Node) {
+func (s *NodeSnapshot) readValues(values []perNodeValue, n *NodeRecord) {
 	for j, k := range s.perNodeKeys {
-		v, ok := n.Labels[k]
+		v, ok := n.label(k)
 		if v == n.Name {
 			// The hostname is often the name: one string serves both.
 			v = n.Name
@@ -218,7 +320,7 @@ func (s *NodeSnapshot) readValues(values []perNodeValue, n *corev1.Node) {
 }
 
 // valuesFor returns n's values of the per-node keys.
-func (s *NodeSnapshot) valuesFor(n *corev1.Node) []perNodeValue {
+func (s *NodeSnapshot) valuesFor(n *NodeRecord) []perNodeValue {
 	values := make([]perNodeValue, len(s.perNodeKeys))
 	s.readValues(values, n)
 	return values
@@ -312,9 +414,9 @@ func internLabels(labels map[string]string) map[string]string {
 // classKey returns a canonical encoding of the node's labels (without the
 // per-node labels) and taints. Taint order is kept: the controller reports
 // the first untolerated taint, so order is part of what a class predicts.
-func (s *NodeSnapshot) classKey(n *corev1.Node) string {
-	keys := make([]string, 0, len(n.Labels))
-	for k := range n.Labels {
+func (s *NodeSnapshot) classKey(n *NodeRecord) string {
+	keys := make([]string, 0, len(n.Labels)+1)
+	for k := range n.labels() {
 		if !s.isPerNodeKey(k) {
 			keys = append(keys, k)
 		}
@@ -322,13 +424,14 @@ func (s *NodeSnapshot) classKey(n *corev1.Node) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
+		v, _ := n.label(k)
 		b.WriteString(k)
 		b.WriteByte('=')
-		b.WriteString(n.Labels[k])
+		b.WriteString(v)
 		b.WriteByte(0)
 	}
 	b.WriteByte(1)
-	for _, t := range n.Spec.Taints {
+	for _, t := range n.Taints {
 		b.WriteString(t.Key)
 		b.WriteByte('=')
 		b.WriteString(t.Value)

@@ -3,7 +3,9 @@ package coverage
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -158,5 +160,54 @@ func TestStripNode(t *testing.T) {
 	}
 	if !same(a.Labels[corev1.LabelTopologyZone], b.Labels[corev1.LabelTopologyZone]) {
 		t.Errorf("the zone's value is held twice")
+	}
+}
+
+// A snapshot of records that share one label map per pool, the hostname
+// held apart, is the snapshot of the nodes themselves.
+func TestNewNodeSnapshotOf_SharedRecordsAreTheNodes(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 120 {
+		name := fmt.Sprintf("node-%03d", i)
+		labels := map[string]string{corev1.LabelHostname: name, "pool": fmt.Sprint("pool-", i%3),
+			"zone": fmt.Sprint("zone-", i%2), "instance-id": fmt.Sprintf("i-%04d", i)}
+		if i%7 == 0 {
+			labels[corev1.LabelHostname] = name + ".internal"
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if i%3 == 2 {
+			n.Spec.Taints = []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		nodes = append(nodes, n)
+	}
+	shared := map[string]map[string]string{}
+	records := make([]NodeRecord, len(nodes))
+	for i, n := range nodes {
+		labels := maps.Clone(n.Labels)
+		delete(labels, corev1.LabelHostname)
+		key := fmt.Sprint(labels)
+		if shared[key] == nil {
+			shared[key] = labels
+		}
+		records[i] = NodeRecord{Name: n.Name, Labels: shared[key], Hostname: n.Labels[corev1.LabelHostname], Taints: n.Spec.Taints}
+	}
+	want, got := NewNodeSnapshot(nodes), NewNodeSnapshotOf(records)
+	if got.Classes() != want.Classes() || !slices.Equal(got.Names(), want.Names()) {
+		t.Fatalf("%d classes of %d names, want %d of %d", got.Classes(), len(got.Names()), want.Classes(), len(want.Names()))
+	}
+	for _, n := range nodes {
+		if g := got.Node(n.Name); g == nil || !maps.Equal(g.Labels, n.Labels) || !slices.Equal(g.Spec.Taints, n.Spec.Taints) {
+			t.Errorf("Node(%s) = %v, want the labels %v and taints %v", n.Name, g, n.Labels, n.Spec.Taints)
+		}
+	}
+	seen := 0
+	for n := range got.All() {
+		if w := want.Node(n.Name); w == nil || !maps.Equal(w.Labels, n.Labels) {
+			t.Errorf("All yields %s with %v, want %v", n.Name, n.Labels, w)
+		}
+		seen++
+	}
+	if seen != len(nodes) || got.Node("absent") != nil {
+		t.Errorf("All yields %d nodes, want %d; Node(absent) = %v", seen, len(nodes), got.Node("absent"))
 	}
 }

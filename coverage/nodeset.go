@@ -118,10 +118,7 @@ func (s *NodeSet) Node(name string) *corev1.Node {
 	if !ok {
 		return nil
 	}
-	n := s.snap.memberNode(c)
-	s.snap.setMember(&n, c.members[i].name, c.valuesOf(i))
-	n.Spec.Taints = slices.Clone(n.Spec.Taints)
-	return &n
+	return s.snap.member(c, i)
 }
 
 // Apply adds the node or replaces the node of the same name. It returns the
@@ -130,8 +127,9 @@ func (s *NodeSet) Node(name string) *corev1.Node {
 // snapshot stays as it was.
 func (s *NodeSet) Apply(n *corev1.Node) (from, to string, changed bool) {
 	snap := s.snap
-	to = snap.classKey(n)
-	values := snap.valuesFor(n)
+	rec := RecordOf(n)
+	to = snap.classKey(&rec)
+	values := snap.valuesFor(&rec)
 	c, at, known := s.locate(n.Name)
 	if known {
 		from = c.key
@@ -145,7 +143,7 @@ func (s *NodeSet) Apply(n *corev1.Node) (from, to string, changed bool) {
 	} else {
 		next.total++
 	}
-	s.addMember(next, to, n, values)
+	s.addMember(next, to, &rec, values)
 	s.publish(next)
 	return from, to, true
 }
@@ -214,7 +212,7 @@ func (s *NodeSet) removeMember(next *NodeSnapshot, key string, at int) {
 
 // addMember replaces the class with this key by a copy with n as a member
 // (values its per-node values), or adds the class.
-func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *corev1.Node, values []perNodeValue) {
+func (s *NodeSet) addMember(next *NodeSnapshot, key string, n *NodeRecord, values []perNodeValue) {
 	m := nodeMember{name: n.Name}
 	slot, ok := s.index[key]
 	if !ok {

@@ -45,10 +45,9 @@ type SkipGroup struct {
 	Nodes []string `json:"nodes"`
 }
 
-// NewPlacement describes a prediction. nodes are the node objects the
-// snapshot was built from, to name the selector term each selector-skipped
-// node fails; without them selector skips keep the prediction's grouping.
-func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot, nodes map[string]*corev1.Node) *Placement {
+// NewPlacement describes a prediction made on snap, naming the selector
+// term each selector-skipped node fails.
+func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot) *Placement {
 	p := &Placement{
 		Nodes: cov.Total, RunsOn: cov.Eligible, Skipped: cov.Total - cov.Eligible,
 		RunsOnNodes: EligibleNodes(cov, snap), Skips: []SkipGroup{},
@@ -64,7 +63,7 @@ func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot, nodes
 			p.Skips = append(p.Skips, SkipGroup{Kind: s.Kind, Reason: fmt.Sprintf("spec.template.spec.nodeName is %s", spec.NodeName),
 				Count: s.Count, Nodes: s.Nodes()})
 		default:
-			p.Skips = append(p.Skips, splitBySelectorTerm(s, spec, nodes)...)
+			p.Skips = append(p.Skips, splitBySelectorTerm(s, spec, snap)...)
 		}
 	}
 	sort.SliceStable(p.Skips, func(a, b int) bool {
@@ -78,12 +77,12 @@ func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot, nodes
 
 // splitBySelectorTerm regroups selector-skipped nodes by the first part of
 // the nodeSelector or required node affinity each one fails.
-func splitBySelectorTerm(s Skip, spec *corev1.PodSpec, nodes map[string]*corev1.Node) []SkipGroup {
+func splitBySelectorTerm(s Skip, spec *corev1.PodSpec, snap *NodeSnapshot) []SkipGroup {
 	var out []SkipGroup
 	index := map[string]int{}
 	for _, name := range s.Nodes() {
 		reason := s.Reason()
-		if n := nodes[name]; n != nil {
+		if n := snap.Node(name); n != nil {
 			if r := selectorMiss(spec, n); r != "" {
 				reason = r
 			}

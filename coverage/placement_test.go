@@ -65,11 +65,7 @@ func TestNewPlacement_GroupsEverySkippedNodeByReason(t *testing.T) {
 			ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: tt.spec}}}
 			snap := NewNodeSnapshot(nodes)
 			cov := Predict(ds, snap)
-			byName := map[string]*corev1.Node{}
-			for _, n := range nodes {
-				byName[n.Name] = n
-			}
-			p := NewPlacement(ds, &cov, snap, byName)
+			p := NewPlacement(ds, &cov, snap)
 			if got := strings.Join(p.RunsOnNodes, ","); got != tt.runsOn || p.RunsOn != len(p.RunsOnNodes) || p.Nodes != len(nodes) {
 				t.Errorf("runs on %s (%d of %d), want %s", got, p.RunsOn, p.Nodes, tt.runsOn)
 			}

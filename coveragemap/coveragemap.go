@@ -8,6 +8,7 @@ package coveragemap
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 	"strings"
 
@@ -58,7 +59,8 @@ type Agent struct {
 
 // Input is what a map is built from.
 type Input struct {
-	Nodes  []*corev1.Node
+	// Nodes are read once, one at a time.
+	Nodes  iter.Seq[*corev1.Node]
 	Agents []Agent
 	// PoolLabel, when set, is the node label that names pools; unset,
 	// the first of PoolLabels a node carries, else its role.
@@ -125,7 +127,7 @@ type Cell struct {
 
 // Build lays the agents against the nodes.
 func Build(in Input) *Map {
-	m := &Map{Title: in.Title, Nodes: len(in.Nodes), Agents: make([]Column, len(in.Agents))}
+	m := &Map{Title: in.Title, Agents: make([]Column, len(in.Agents))}
 	agents := slices.Clone(in.Agents)
 	slices.SortFunc(agents, func(a, b Agent) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
@@ -146,7 +148,8 @@ func Build(in Input) *Map {
 	byKey := map[string]*Group{}
 	var groups []*Group
 	var key strings.Builder
-	for _, n := range in.Nodes {
+	for n := range in.Nodes {
+		m.Nodes++
 		pool := poolOf(n, in.PoolLabel)
 		row := make([]Cell, len(agents))
 		key.Reset()

@@ -3,6 +3,7 @@ package coveragemap
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestBuild_GroupsNodesThatEveryDaemonSetTreatsAlike(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := Build(Input{Nodes: fleet, Agents: tc.agents, Title: "test"})
+			m := Build(Input{Nodes: slices.Values(fleet), Agents: tc.agents, Title: "test"})
 			if m.Live != tc.live || m.Nodes != len(fleet) {
 				t.Errorf("live %v nodes %d, want %v and %d", m.Live, m.Nodes, tc.live, len(fleet))
 			}
@@ -129,7 +130,7 @@ func TestPoolOf(t *testing.T) {
 }
 
 func TestWriteHTML_CellsCarryTheirDaemonSetNodesAndState(t *testing.T) {
-	m := Build(Input{Nodes: fleet, Title: "a <test> cluster", Agents: []Agent{{Namespace: "monitoring", Name: "node-exporter",
+	m := Build(Input{Nodes: slices.Values(fleet), Title: "a <test> cluster", Agents: []Agent{{Namespace: "monitoring", Name: "node-exporter",
 		Placement: &coverage.Placement{RunsOnNodes: []string{"gpu-1", "w-1", "w-2", "w-3"}, Skips: []coverage.SkipGroup{cpSkip}}}}})
 	var b strings.Builder
 	if err := m.WriteHTML(&b); err != nil {
@@ -158,7 +159,7 @@ func TestWriteHTML_CellsCarryTheirDaemonSetNodesAndState(t *testing.T) {
 }
 
 func TestWriteMarkdown(t *testing.T) {
-	m := Build(Input{Nodes: fleet, Title: "manifests/", Agents: []Agent{{Namespace: "monitoring", Name: "node-exporter",
+	m := Build(Input{Nodes: slices.Values(fleet), Title: "manifests/", Agents: []Agent{{Namespace: "monitoring", Name: "node-exporter",
 		Placement: &coverage.Placement{RunsOnNodes: []string{"gpu-1", "w-1", "w-2", "w-3"}, Skips: []coverage.SkipGroup{cpSkip}}}}})
 	var b strings.Builder
 	if err := m.WriteMarkdown(&b); err != nil {

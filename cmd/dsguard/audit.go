@@ -166,8 +166,7 @@ func runAudit(cmd *cobra.Command, o *auditOptions, name string) error {
 type auditPass struct {
 	entries []audit.Entry
 	snap    *coverage.NodeSnapshot
-	nodes   map[string]*corev1.Node
-	// nodeList holds the same nodes in the API server's order.
+	// nodeList holds the nodes in the API server's order.
 	nodeList []*corev1.Node
 }
 
@@ -175,7 +174,7 @@ type auditPass struct {
 func (p *auditPass) placements() []*coverage.Placement {
 	out := make([]*coverage.Placement, len(p.entries))
 	for i := range p.entries {
-		out[i] = coverage.NewPlacement(p.entries[i].DaemonSet, &p.entries[i].Coverage, p.snap, p.nodes)
+		out[i] = coverage.NewPlacement(p.entries[i].DaemonSet, &p.entries[i].Coverage, p.snap)
 	}
 	return out
 }
@@ -287,10 +286,8 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 		return nil, fmt.Errorf("listing DaemonSets: %w", err)
 	}
 	var nodes []*corev1.Node
-	byName := map[string]*corev1.Node{}
 	if err := listEach(ctx, c, func() client.ObjectList { return &corev1.NodeList{} }, func(n *corev1.Node) error {
 		nodes = append(nodes, n)
-		byName[n.Name] = n
 		prog.say("listed %d DaemonSets, %d nodes", len(dss), len(nodes))
 		return nil
 	}); err != nil {
@@ -328,7 +325,7 @@ func auditOnce(ctx context.Context, c client.Client, pol *policy.Policy, namespa
 			}
 		}
 	}
-	return &auditPass{entries: entries, snap: snap, nodes: byName, nodeList: nodes}, nil
+	return &auditPass{entries: entries, snap: snap, nodeList: nodes}, nil
 }
 
 // readFitCluster lists what the scheduler weighs: the Pods (reduced as they

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -133,8 +134,7 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error
 		if err != nil {
 			return err
 		}
-		in.Nodes = nodes.nodes
-		in.Env.Nodes = coverage.NewNodeSnapshot(nodes.nodes)
+		in.Env.Nodes = nodes.snap
 		in.Env.Fit = nodes.fit
 		// The agents in the cluster: the dump's DaemonSets, then those of
 		// --previous (the first of a name counts).
@@ -253,7 +253,7 @@ func (o *checkOptions) writer(cmd *cobra.Command, format string, w io.Writer, fa
 	if !isMap {
 		return checkFormats[format](w, failOn), nil
 	}
-	m := &mapWriter{w: w, write: writeMap, in: coveragemap.Input{PoolLabel: o.poolLabel, Title: strings.Join(paths, " "), Nodes: in.Nodes}}
+	m := &mapWriter{w: w, write: writeMap, in: coveragemap.Input{PoolLabel: o.poolLabel, Title: strings.Join(paths, " "), Nodes: in.Env.Nodes.All()}}
 	var err error
 	m.before, err = o.mapBefore(cmd, in, format)
 	return m, err
@@ -275,8 +275,8 @@ func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input, format stri
 			after.Title = o.nodesFile
 			// The same manifests judged again on the old nodes, quietly:
 			// only their placements are kept.
-			again := &mapWriter{in: coveragemap.Input{Nodes: old.nodes, PoolLabel: o.poolLabel, Title: o.previousNodes}}
-			in.Nodes, in.Env.Nodes, in.Env.Fit, in.Stream = old.nodes, coverage.NewNodeSnapshot(old.nodes), nil, again.Result
+			again := &mapWriter{in: coveragemap.Input{Nodes: old.snap.All(), PoolLabel: o.poolLabel, Title: o.previousNodes}}
+			in.Env.Nodes, in.Env.Fit, in.Stream = old.snap, nil, again.Result
 			if _, err := check.Run(in); err != nil {
 				return nil, fmt.Errorf("--previous-nodes: %w", err)
 			}
@@ -292,8 +292,8 @@ func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input, format stri
 					dss = append(dss, ds)
 				}
 			}
-			return coveragemap.Build(coveragemap.Input{Nodes: in.Nodes, PoolLabel: o.poolLabel, Title: o.previousFile,
-				Agents: predictedAgents(dss, in.Nodes)}), nil
+			return coveragemap.Build(coveragemap.Input{Nodes: in.Env.Nodes.All(), PoolLabel: o.poolLabel, Title: o.previousFile,
+				Agents: predictedAgents(dss, in.Env.Nodes)}), nil
 		}, nil
 	}
 	return nil, nil
@@ -325,7 +325,7 @@ func readPrevious(file, namespace string, stdin io.Reader) (map[string]*appsv1.D
 // nodeInput is what --nodes gave: the nodes, and what the scheduler weighs
 // when the file is a cluster dump with Pods.
 type nodeInput struct {
-	nodes   []*corev1.Node
+	snap    *coverage.NodeSnapshot
 	fit     *fit.Cluster
 	fitNote string
 	// daemonSets are the dump's DaemonSets (kubectl get ...,daemonsets).
@@ -335,17 +335,36 @@ type nodeInput struct {
 // readNodes reads a node set file: dsguard nodes' output, kubectl get nodes
 // -o yaml, or a cluster dump (kubectl get nodes,pods,priorityclasses,
 // namespaces -A -o yaml), whose Pods are reduced to what the scheduler
-// weighs as they are read.
+// weighs as they are read. Each node is kept as its name and the label map
+// and taints it shares with the nodes alike, so that a dump of tens of
+// thousands of nodes costs about what their names do.
 func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
+	// The records are most of what check keeps, and decoding a dump makes
+	// garbage fast: collecting when the heap has grown by half, not
+	// doubled, holds the peak nearer the records (GOGC set in the
+	// environment wins).
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(50)
+	}
 	var in nodeInput
 	b := fit.NewBuilder()
 	var podErr error
 	pods := 0
+	var records []coverage.NodeRecord
+	taints := map[string][]corev1.Taint{}
 	rd := &manifest.Reader{
 		Stdin: stdin,
 		OnNode: func(n *corev1.Node) {
-			b.AddNode(n)
-			in.nodes = append(in.nodes, savedNode(n))
+			f := b.AddNode(n)
+			rec := coverage.NodeRecord{Name: f.Name, Labels: f.Labels, Hostname: f.Hostname}
+			if len(n.Spec.Taints) > 0 {
+				key := taintsKey(n.Spec.Taints)
+				if rec.Taints = taints[key]; rec.Taints == nil {
+					rec.Taints = slices.Clone(n.Spec.Taints)
+					taints[key] = rec.Taints
+				}
+			}
+			records = append(records, rec)
 		},
 		OnPod: func(p *corev1.Pod) {
 			pods++
@@ -366,9 +385,10 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 	if podErr != nil {
 		return nil, fmt.Errorf("%s: %w", file, podErr)
 	}
-	if len(in.nodes) == 0 {
+	if len(records) == 0 {
 		return nil, fmt.Errorf("%s holds no Node objects (want the output of dsguard nodes or kubectl get nodes -o yaml)", file)
 	}
+	in.snap = coverage.NewNodeSnapshotOf(records)
 	cluster := b.Build()
 	switch {
 	case pods == 0:
@@ -382,6 +402,19 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 			cluster.Pods(), file)
 	}
 	return &in, nil
+}
+
+// taintsKey tells one list of taints from another.
+func taintsKey(taints []corev1.Taint) string {
+	var b strings.Builder
+	for _, t := range taints {
+		b.WriteString(t.Key + "\x00" + t.Value + "\x00" + string(t.Effect) + "\x00")
+		if t.TimeAdded != nil {
+			b.WriteString(t.TimeAdded.UTC().Format(time.RFC3339Nano))
+		}
+		b.WriteByte(1)
+	}
+	return b.String()
 }
 
 // fixedCompletion completes a flag from a fixed list.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,17 +58,12 @@ func (m *mapWriter) Finish(r *check.Results) error {
 }
 
 // predictedAgents places each DaemonSet on nodes, as check does.
-func predictedAgents(dss []*appsv1.DaemonSet, nodes []*corev1.Node) []coveragemap.Agent {
-	snap := coverage.NewNodeSnapshot(nodes)
-	byName := make(map[string]*corev1.Node, len(nodes))
-	for _, n := range nodes {
-		byName[n.Name] = n
-	}
+func predictedAgents(dss []*appsv1.DaemonSet, snap *coverage.NodeSnapshot) []coveragemap.Agent {
 	out := make([]coveragemap.Agent, 0, len(dss))
 	for _, ds := range dss {
 		cov := coverage.Predict(ds, snap)
 		out = append(out, coveragemap.Agent{Namespace: ds.Namespace, Name: ds.Name,
-			Placement: coverage.NewPlacement(ds, &cov, snap, byName)})
+			Placement: coverage.NewPlacement(ds, &cov, snap)})
 	}
 	return out
 }
@@ -97,7 +93,7 @@ func podsByNode(ctx context.Context, c client.Client, ds *appsv1.DaemonSet) (map
 // writeAuditMap writes the audit's pass as a coverage map, with each
 // DaemonSet's Pods and status.
 func writeAuditMap(ctx context.Context, w io.Writer, c client.Client, o *auditOptions, namespace string, pass *auditPass) error {
-	in := coveragemap.Input{Nodes: pass.nodeList, PoolLabel: o.poolLabel, Title: auditScope(o, namespace)}
+	in := coveragemap.Input{Nodes: slices.Values(pass.nodeList), PoolLabel: o.poolLabel, Title: auditScope(o, namespace)}
 	for i, p := range pass.placements() {
 		ds := pass.entries[i].DaemonSet
 		pods, err := podsByNode(ctx, c, ds)

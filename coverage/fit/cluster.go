@@ -42,25 +42,31 @@ type Builder struct {
 	classes   []schedulingv1.PriorityClass
 	nsLabels  map[string]map[string]string
 	pods      int
-	// labels and owners share what Pods of one workload hold alike, so a
+	// shapes and labels share what Pods of one workload hold alike, so a
 	// dump's records cost what differs from Pod to Pod.
+	shapes map[string]*Shape
 	labels map[string]map[string]string
-	owners map[string]string
+	key    []byte
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
 	return &Builder{nodes: map[string]*Node{}, bound: map[string][]Pod{}, nominated: map[string][]Pod{},
-		nsLabels: map[string]map[string]string{}, labels: map[string]map[string]string{}, owners: map[string]string{}}
+		nsLabels: map[string]map[string]string{}, shapes: map[string]*Shape{}, labels: map[string]map[string]string{}}
 }
 
-// AddNode adds a node; its status.allocatable is what fit weighs.
-// Nodes that differ only by hostname (a pool in a zone) share one map of
-// labels, as in clusterview.FitView.
-func (b *Builder) AddNode(node *corev1.Node) {
+// AddNode adds a node, and returns its record; its status.allocatable is
+// what fit weighs. Nodes that differ only by hostname (a pool in a zone)
+// share one map of labels, as in clusterview.FitView, and a hostname that
+// is the node's name shares its string.
+func (b *Builder) AddNode(node *corev1.Node) *Node {
 	n := NodeOf(node)
 	n.Labels, n.Hostname = b.share(node.Labels, corev1.LabelHostname), node.Labels[corev1.LabelHostname]
+	if n.Hostname == n.Name {
+		n.Hostname = n.Name
+	}
 	b.nodes[node.Name] = n
+	return n
 }
 
 // share returns the one map the Builder keeps for labels (skip left out).
@@ -94,18 +100,26 @@ func (b *Builder) AddPod(pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	p.Namespace = p.Key[:len(pod.Namespace)]
-	p.Labels = b.share(p.Labels, "")
-	if p.Owner != "" {
-		if shared, ok := b.owners[p.Owner]; ok {
-			p.Owner = shared
-		} else {
-			b.owners[p.Owner] = p.Owner
-		}
-	}
+	p.Shape = b.shareShape(p.Shape)
 	into[name] = append(into[name], p)
 	b.pods++
 	return nil
+}
+
+// shareShape returns the Shape the Builder keeps for one alike. A Shape
+// with anti-affinity terms is kept as it is: such Pods are few.
+func (b *Builder) shareShape(s *Shape) *Shape {
+	if len(s.AntiAffinity) > 0 {
+		s.Labels = b.share(s.Labels, "")
+		return s
+	}
+	b.key = s.appendKey(b.key[:0])
+	if shared, ok := b.shapes[string(b.key)]; ok {
+		return shared
+	}
+	s.Labels = b.share(s.Labels, "")
+	b.shapes[string(b.key)] = s
+	return s
 }
 
 // AddPriorityClass adds a PriorityClass.
@@ -145,7 +159,7 @@ func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces m
 		c.pods += len(n.Pods) + len(n.Nominated)
 		c.ports = c.ports || n.ports || !n.summed && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.Ports) > 0 })
 		if p := n.workload; p != nil && (c.workload == nil || p.Priority > c.workload.Priority ||
-			p.Priority == c.workload.Priority && p.Key < c.workload.Key) {
+			p.Priority == c.workload.Priority && compareKeys(p, c.workload) < 0) {
 			c.workload = p
 		}
 	}
@@ -168,7 +182,7 @@ func (c *Cluster) WorkloadPriority() (priority int32, pod string, ok bool) {
 	if c.workload == nil {
 		return 0, "", false
 	}
-	return c.workload.Priority, c.workload.Key, true
+	return c.workload.Priority, c.workload.Key(), true
 }
 
 // Pods is the number of Pods the nodes hold.
@@ -301,6 +315,9 @@ func (r *Report) Summarize() []Summary {
 		groups[j].add(o)
 	}
 	for j := range out {
+		if shares := groups[j].shares(); shares != "" {
+			out[j].Why = shares
+		}
 		out[j].Why += groups[j].String()
 	}
 	order := map[Kind]int{NeverFits: 0, DoesNotFit: 1, Preempts: 2, Fits: 3}
@@ -317,8 +334,11 @@ type figures struct {
 	names []corev1.ResourceName
 	asked map[corev1.ResourceName]int64
 	most  map[corev1.ResourceName]int64
-	never bool
-	note  string
+	// low and high bound the share of allocatable already requested, in
+	// percent, over the group's nodes.
+	low, high map[corev1.ResourceName]int64
+	never     bool
+	note      string
 }
 
 func (f *figures) add(o *NodeOutcome) {
@@ -327,19 +347,45 @@ func (f *figures) add(o *NodeOutcome) {
 	}
 	if f.asked == nil {
 		f.asked, f.most = map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}
+		f.low, f.high = map[corev1.ResourceName]int64{}, map[corev1.ResourceName]int64{}
 	}
 	for _, s := range o.Shortfalls {
 		have := s.Free()
 		if f.never {
 			have = s.Allocatable
 		}
+		share := int64(-1)
+		if s.Allocatable > 0 {
+			share = s.Used * 100 / s.Allocatable
+		}
 		if _, seen := f.asked[s.Resource]; !seen {
 			f.names = append(f.names, s.Resource)
 			f.most[s.Resource] = have
+			f.low[s.Resource], f.high[s.Resource] = share, share
 		}
 		f.asked[s.Resource] = s.Requested
 		f.most[s.Resource] = max(f.most[s.Resource], have)
+		f.low[s.Resource], f.high[s.Resource] = min(f.low[s.Resource], share), max(f.high[s.Resource], share)
 	}
+}
+
+// shares says how much of each resource the group's nodes already have
+// requested, "memory 97% requested" or "cpu 90-98% requested": the figure
+// an operator reads first. Empty for a group that never fits (the request
+// is above allocatable, whatever is in use) or has no figures.
+func (f *figures) shares() string {
+	if f.never || len(f.names) == 0 || slices.ContainsFunc(f.names, func(n corev1.ResourceName) bool { return f.low[n] < 0 }) {
+		return ""
+	}
+	parts := make([]string, len(f.names))
+	for i, n := range f.names {
+		if lo, hi := f.low[n], f.high[n]; lo == hi {
+			parts[i] = fmt.Sprintf("%s %d%% requested", n, lo)
+		} else {
+			parts[i] = fmt.Sprintf("%s %d-%d%% requested", n, lo, hi)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // String is " (memory: asks 256Mi, at most 120Mi free)" and the note.

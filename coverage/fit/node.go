@@ -2,9 +2,12 @@ package fit
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,15 +84,30 @@ func conflicts(want HostPort, used []HostPort) bool {
 
 // Pod is what fit keeps of a Pod bound to a node: enough to count it, to
 // weigh it as a preemption victim and to match anti-affinity both ways.
+// What the Pods of a workload hold alike is in their Shape, which a
+// Builder shares between them; a Pod itself is its Shape, the end of its
+// name and its start time, 24 bytes: a dump of two million Pods holds
+// about 50 MB of them.
 type Pod struct {
-	// Key is namespace/name, to name victims.
-	Key       string
+	*Shape
+	// StartTime is status.startTime in Unix seconds (the API carries
+	// whole seconds), 0 when the Pod has not started: the scheduler then
+	// takes "now", so such a Pod counts as the youngest (least important
+	// among its priority).
+	StartTime uint32
+	// suffix is the Pod's name after Shape.Prefix.
+	suffix nameSuffix
+}
+
+// Shape is what a Pod's record holds that the other Pods of its workload
+// hold alike. A Shape is shared: change none of it in place.
+type Shape struct {
+	// Prefix is namespace/ and the Pod's name up to its last dash (the
+	// whole name when what follows the dash does not fit a nameSuffix):
+	// the Pods a ReplicaSet, a Job or a DaemonSet makes differ only after it.
+	Prefix    string
 	Namespace string
 	Priority  int32
-	// StartTime is status.startTime in Unix nanoseconds, 0 when the Pod
-	// has not started: the scheduler then takes "now", so such a Pod
-	// counts as the youngest (least important among its priority).
-	StartTime int64
 	Requests  Resources
 	Ports     []HostPort
 	// Labels are the Pod's labels, for anti-affinity terms to match.
@@ -101,24 +119,111 @@ type Pod struct {
 	Owner string
 }
 
-// PodOf builds the record of a Pod.
+// appendKey appends what tells the Shape from another (its anti-affinity
+// terms left out), strings NUL-terminated and numbers in binary.
+func (s *Shape) appendKey(b []byte) []byte {
+	str := func(v string) { b = append(append(b, v...), 0) }
+	num := func(v int64) { b = binary.AppendVarint(b, v) }
+	str(s.Prefix)
+	str(s.Owner)
+	num(int64(s.Priority))
+	num(s.Requests.MilliCPU)
+	num(s.Requests.Memory)
+	num(s.Requests.EphemeralStorage)
+	for _, name := range slices.Sorted(maps.Keys(s.Requests.Scalar)) {
+		str(string(name))
+		num(s.Requests.Scalar[name])
+	}
+	b = append(b, 0)
+	for _, p := range s.Ports {
+		str(p.HostIP)
+		str(string(p.Protocol))
+		num(int64(p.Port))
+	}
+	b = append(b, 0)
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		str(k)
+		str(s.Labels[k])
+	}
+	return b
+}
+
+// nameSuffix holds the end of a Pod's name in the record itself, without
+// a string (and its allocation) of its own: the five characters a
+// ReplicaSet, a DaemonSet or a Job adds, a StatefulSet's ordinal.
+type nameSuffix struct {
+	n uint8
+	b [11]byte
+}
+
+func (s *nameSuffix) String() string { return string(s.b[:s.n]) }
+
+// NewPod makes the record of the Pod namespace/name from its shape, whose
+// Prefix and Namespace it sets: the caller fills in the rest.
+func NewPod(namespace, name string, startTime uint32, shape *Shape) Pod {
+	p := Pod{Shape: shape, StartTime: startTime}
+	cut := strings.LastIndexByte(name, '-') + 1
+	if len(name)-cut > len(p.suffix.b) {
+		cut = len(name)
+	}
+	shape.Prefix = namespace + "/" + name[:cut]
+	shape.Namespace = shape.Prefix[:len(namespace)]
+	p.suffix.n = uint8(copy(p.suffix.b[:], name[cut:]))
+	return p
+}
+
+// Key is namespace/name, to name victims.
+func (p *Pod) Key() string { return p.Prefix + p.suffix.String() }
+
+// HasKey reports whether the Pod is namespace/name key, without making
+// its Key.
+func (p *Pod) HasKey(key string) bool {
+	return len(key) == len(p.Prefix)+int(p.suffix.n) && strings.HasPrefix(key, p.Prefix) &&
+		key[len(p.Prefix):] == string(p.suffix.b[:p.suffix.n])
+}
+
+// compareKeys orders Pods as their Keys order, without making them.
+func compareKeys(a, b *Pod) int {
+	return compareJoined(a.Prefix, string(a.suffix.b[:a.suffix.n]), b.Prefix, string(b.suffix.b[:b.suffix.n]))
+}
+
+// compareJoined compares a1+a2 with b1+b2.
+func compareJoined(a1, a2, b1, b2 string) int {
+	for {
+		if a1 == "" {
+			a1, a2 = a2, ""
+		}
+		if b1 == "" {
+			b1, b2 = b2, ""
+		}
+		if a1 == "" || b1 == "" {
+			return cmp.Compare(len(a1), len(b1))
+		}
+		n := min(len(a1), len(b1))
+		if c := strings.Compare(a1[:n], b1[:n]); c != 0 {
+			return c
+		}
+		a1, b1 = a1[n:], b1[n:]
+	}
+}
+
+// PodOf builds the record of a Pod, with a Shape of its own.
 func PodOf(pod *corev1.Pod) (Pod, error) {
 	terms, err := NewTerms(pod.Namespace, RequiredAntiAffinity(&pod.Spec))
 	if err != nil {
 		return Pod{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	p := Pod{
-		Key:          pod.Namespace + "/" + pod.Name,
-		Namespace:    pod.Namespace,
+	var start uint32
+	if t := pod.Status.StartTime; t != nil {
+		start = uint32(min(max(t.Unix(), 1), math.MaxUint32))
+	}
+	p := NewPod(pod.Namespace, pod.Name, start, &Shape{
 		Priority:     schedulingcorev1.PodPriority(pod),
 		Requests:     PodRequests(pod),
 		Ports:        HostPorts(&pod.Spec),
 		Labels:       pod.Labels,
 		AntiAffinity: terms,
-	}
-	if pod.Status.StartTime != nil {
-		p.StartTime = pod.Status.StartTime.UnixNano()
-	}
+	})
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "DaemonSet" {
 		p.Owner = pod.Namespace + "/" + ref.Name
 	}
@@ -133,7 +238,7 @@ func moreImportant(a, b *Pod) int {
 	}
 	switch {
 	case a.StartTime == b.StartTime:
-		return cmp.Compare(a.Key, b.Key)
+		return compareKeys(a, b)
 	case a.StartTime == 0:
 		return 1
 	case b.StartTime == 0:
@@ -250,15 +355,22 @@ func (n *Node) Requested() Resources {
 	return r
 }
 
-// NodeOf builds a Node with no Pods from a Node object.
+// NodeOf builds a Node with no Pods from a Node object. Scalar resources
+// the node has none of are left out: a missing one counts as zero, and
+// most nodes list hugepages they do not have, a map per node otherwise.
 func NodeOf(node *corev1.Node) *Node {
 	alloc := node.Status.Allocatable
-	return &Node{
+	n := &Node{
 		Name:        node.Name,
 		Labels:      node.Labels,
 		Allocatable: ResourcesOf(alloc),
 		AllowedPods: alloc.Pods().Value(),
 	}
+	maps.DeleteFunc(n.Allocatable.Scalar, func(_ corev1.ResourceName, v int64) bool { return v == 0 })
+	if len(n.Allocatable.Scalar) == 0 {
+		n.Allocatable.Scalar = nil
+	}
+	return n
 }
 
 // Aggregate builds the Nodes from Node and Pod objects as the scheduler's
@@ -300,7 +412,7 @@ func (n *Node) Sorted() {
 		n.ports = n.ports || len(p.Ports) > 0
 		if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
 			(n.workload == nil || p.Priority > n.workload.Priority ||
-				p.Priority == n.workload.Priority && p.Key < n.workload.Key) {
+				p.Priority == n.workload.Priority && compareKeys(p, n.workload) < 0) {
 			n.workload = p
 		}
 	}
@@ -312,7 +424,10 @@ func (n *Node) Sorted() {
 // is created, and a Pod made again under the same name is a new record
 // (its UID differs, which the caller compares).
 func (p *Pod) Same(o *Pod) bool {
-	return p.Key == o.Key && p.Priority == o.Priority && p.StartTime == o.StartTime && p.Owner == o.Owner &&
+	if p.suffix != o.suffix || p.StartTime != o.StartTime {
+		return false
+	}
+	return p.Shape == o.Shape || p.Prefix == o.Prefix && p.Priority == o.Priority && p.Owner == o.Owner &&
 		p.Requests.Equal(o.Requests) && slices.Equal(p.Ports, o.Ports) && maps.Equal(p.Labels, o.Labels) &&
 		len(p.AntiAffinity) == len(o.AntiAffinity)
 }

@@ -143,7 +143,7 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 		e.removed[i] = false
 		if st := e.filter(); !st.ok() {
 			e.removed[i] = true
-			victims = append(victims, Victim{Key: n.Pods[i].Key, Priority: n.Pods[i].Priority})
+			victims = append(victims, Victim{Key: n.Pods[i].Key(), Priority: n.Pods[i].Priority})
 		}
 	}
 	return Outcome{Kind: Preempts, Plugin: out.Plugin, Reasons: out.Reasons, Shortfalls: out.Shortfalls,

@@ -25,12 +25,20 @@ func node(cpu, memMiB, pods int64, podList ...Pod) *Node {
 }
 
 // bound builds a Pod record; start orders Pods of one priority.
-func bound(key string, prio int32, cpu, memMiB int64, start int64) Pod {
-	return Pod{Key: "default/" + key, Namespace: "default", Priority: prio, StartTime: start,
-		Requests: Resources{MilliCPU: cpu, Memory: memMiB << 20}, Labels: map[string]string{"app": key}}
+func bound(key string, prio int32, cpu, memMiB int64, start uint32) Pod {
+	return NewPod("default", key, start, &Shape{Priority: prio,
+		Requests: Resources{MilliCPU: cpu, Memory: memMiB << 20}, Labels: map[string]string{"app": key}})
 }
 
-func withPorts(p Pod, ports ...HostPort) Pod { p.Ports = ports; return p }
+// reshaped returns p with a copy of its Shape changed by f: Shapes are shared.
+func reshaped(p Pod, f func(s *Shape)) Pod {
+	s := *p.Shape
+	f(&s)
+	p.Shape = &s
+	return p
+}
+
+func withPorts(p Pod, ports ...HostPort) Pod { return reshaped(p, func(s *Shape) { s.Ports = ports }) }
 
 func withTerms(t *testing.T, p Pod, terms ...corev1.PodAffinityTerm) Pod {
 	t.Helper()
@@ -38,8 +46,7 @@ func withTerms(t *testing.T, p Pod, terms ...corev1.PodAffinityTerm) Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.AntiAffinity = ts
-	return p
+	return reshaped(p, func(s *Shape) { s.AntiAffinity = ts })
 }
 
 func agent(prio int32, cpu, memMiB int64) *Candidate {
@@ -323,7 +330,7 @@ func TestAggregate(t *testing.T) {
 	if n.AllowedPods != 5 || n.Allocatable.MilliCPU != 2000 || n.Allocatable.Scalar["example.com/gpu"] != 2 {
 		t.Errorf("allocatable = %+v pods %d", n.Allocatable, n.AllowedPods)
 	}
-	if len(n.Pods) != 2 || n.Pods[0].Key != "ns/high" || n.Pods[1].Key != "ns/low" {
+	if len(n.Pods) != 2 || n.Pods[0].Key() != "ns/high" || n.Pods[1].Key() != "ns/low" {
 		t.Fatalf("pods = %+v, want high then low, terminal and foreign ones left out", n.Pods)
 	}
 	if r := n.Requested(); r.MilliCPU != 300 {
@@ -335,7 +342,7 @@ func TestAggregate(t *testing.T) {
 	if p := n.Pods[0].Ports; len(p) != 1 || p[0] != (HostPort{HostIP: DefaultBindAllHostIP, Protocol: corev1.ProtocolTCP, Port: 9100}) {
 		t.Errorf("ports = %+v, want 9100 normalised to TCP on 0.0.0.0", p)
 	}
-	if len(n.Nominated) != 1 || n.Nominated[0].Key != "ns/nominated" {
+	if len(n.Nominated) != 1 || n.Nominated[0].Key() != "ns/nominated" {
 		t.Errorf("nominated = %+v", n.Nominated)
 	}
 	if _, err := Aggregate(nodes, []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n1",

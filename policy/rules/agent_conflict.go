@@ -264,7 +264,7 @@ func checkHostPortConflict(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoPa
 	var pods podConflicts
 	s.boundPods(func(n *fit.Node, p *fit.Pod) {
 		if shared := fit.SharedPorts(mine, p.Ports); len(shared) > 0 {
-			pods.add(portList(shared), p.Key, n.Name)
+			pods.add(portList(shared), p.Key(), n.Name)
 		}
 	})
 	hits = append(hits, pods.conflicts(env)...)
@@ -365,7 +365,7 @@ func (s *conflictScope) repellingPods(me *fit.Side, nsLabels func(string) map[st
 				for _, c := range s.covered {
 					if cn := s.env.Fit.Node(c); cn != nil {
 						if cv, ok := cn.Label(key); ok && cv == v {
-							pods.add("(topologyKey "+key+")", p.Key, c)
+							pods.add("(topologyKey "+key+")", p.Key(), c)
 						}
 					}
 				}

@@ -76,7 +76,7 @@ func checkResourceFit(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParams)
 }
 
 // describeFitGroups says why, group by group: "does not fit on 14 nodes
-// (infra-1, ... and 9 more): memory full (memory: asks 2Gi, at most 1536Mi
+// (infra-1, ... and 9 more): memory 97% requested (memory: asks 2Gi, at most 1536Mi
 // free)".
 func describeFitGroups(env *policy.Env, groups []fit.Summary) string {
 	var parts []string

@@ -94,8 +94,8 @@ func TestResourceFit(t *testing.T) {
 			name: "pending on some nodes warns and names them",
 			ds:   testobj.DS(withRequests("1", "2Gi")),
 			want: []wantFinding{{field: "spec.template.spec", action: policy.ActionWarn,
-				prefix: "stays Pending on 2 of 4 nodes it covers: does not fit on 2 nodes (worker-1, worker-2): cpu full, " +
-					"memory full (cpu: asks 1, at most 500m free; memory: asks 2Gi, at most 1Gi free) " +
+				prefix: "stays Pending on 2 of 4 nodes it covers: does not fit on 2 nodes (worker-1, worker-2): cpu 75% requested, " +
+					"memory 75% requested (cpu: asks 1, at most 500m free; memory: asks 2Gi, at most 1Gi free) " +
 					"(no lower-priority Pods there to preempt)"}},
 		},
 		{

@@ -1,0 +1,133 @@
+package fit
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestNewPod_KeepsTheWholeName(t *testing.T) {
+	for _, tc := range []struct{ namespace, name, prefix string }{
+		{"web", "frontend-7d9f8b6c5d-x2x4q", "web/frontend-7d9f8b6c5d-"},
+		{"db", "postgres-0", "db/postgres-"},
+		{"kube-system", "etcd", "kube-system/"},
+		{"ns", "ends-with-dash-", "ns/ends-with-dash-"},
+		{"ns", "a-sixteen-bytes-suffix", "ns/a-sixteen-bytes-"},
+		{"ns", "x-abcdefghijk", "ns/x-"},
+		{"ns", "x-abcdefghijkl", "ns/x-abcdefghijkl"},
+		{"ns", "nodashatallbutlongerthanfifteen", "ns/nodashatallbutlongerthanfifteen"},
+	} {
+		p := NewPod(tc.namespace, tc.name, 0, &Shape{})
+		if got, want := p.Key(), tc.namespace+"/"+tc.name; got != want {
+			t.Errorf("Key() = %q, want %q", got, want)
+		}
+		if p.Prefix != tc.prefix || p.Namespace != tc.namespace {
+			t.Errorf("%s: Prefix %q Namespace %q, want %q %q", tc.name, p.Prefix, p.Namespace, tc.prefix, tc.namespace)
+		}
+		if !p.HasKey(tc.namespace + "/" + tc.name) {
+			t.Errorf("%s: HasKey of its own key is false", tc.name)
+		}
+		for _, other := range []string{tc.namespace + "/" + tc.name + "x", tc.namespace + "/" + tc.name[:len(tc.name)-1], "x" + tc.namespace + "/" + tc.name} {
+			if p.HasKey(other) {
+				t.Errorf("%s: HasKey(%q) is true", tc.name, other)
+			}
+		}
+	}
+}
+
+// compareKeys must order Pods as their joined keys order, whatever the
+// split: the preemption order of Pods alike in priority and start rests on it.
+func TestCompareKeys_OrdersAsTheKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := "ab-/"
+	word := func() string {
+		b := make([]byte, r.IntN(8))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		a := NewPod("n"+word(), word(), 0, &Shape{})
+		b := NewPod("n"+word(), word(), 0, &Shape{})
+		if got, want := compareKeys(&a, &b), strings.Compare(a.Key(), b.Key()); got != want {
+			t.Fatalf("compareKeys(%q, %q) = %d, want %d", a.Key(), b.Key(), got, want)
+		}
+	}
+}
+
+func TestBuilder_SharesShapesOfAWorkload(t *testing.T) {
+	pod := func(name, cpu string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+		}
+	}
+	app := map[string]string{"app": "frontend", "pod-template-hash": "7d9f8b6c5d"}
+	b := NewBuilder()
+	b.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	for _, p := range []*corev1.Pod{
+		pod("frontend-7d9f8b6c5d-aaaaa", "100m", app),
+		pod("frontend-7d9f8b6c5d-bbbbb", "100m", map[string]string{"app": "frontend", "pod-template-hash": "7d9f8b6c5d"}),
+		pod("frontend-7d9f8b6c5d-ccccc", "200m", app),
+		pod("frontend-6c5d7d9f8b-ddddd", "100m", app),
+	} {
+		if err := b.AddPod(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := b.Build().nodes["n1"].Pods
+	shapes := map[*Shape][]string{}
+	for i := range pods {
+		shapes[pods[i].Shape] = append(shapes[pods[i].Shape], pods[i].Key())
+	}
+	if len(shapes) != 3 {
+		t.Fatalf("4 Pods in %d shapes %v, want 3: the two alike share one", len(shapes), shapes)
+	}
+	for s, keys := range shapes {
+		if len(keys) == 2 && (s.Requests.MilliCPU != 100 || s.Prefix != "web/frontend-7d9f8b6c5d-") {
+			t.Errorf("shared shape %+v for %v", s, keys)
+		}
+	}
+}
+
+// The record's size is what a dump of millions of Pods costs.
+func TestPod_Is24Bytes(t *testing.T) {
+	if got := unsafe.Sizeof(Pod{}); got != 24 {
+		t.Errorf("a Pod record is %d bytes, want 24", got)
+	}
+}
+
+func TestSummarize_SaysHowMuchIsRequested(t *testing.T) {
+	short := func(node string, used int64) NodeOutcome {
+		return NodeOutcome{Node: node, Outcome: Outcome{Kind: DoesNotFit, Plugin: PluginNodeResourcesFit,
+			Reasons:    []string{"Insufficient memory"},
+			Shortfalls: []Shortfall{{Resource: corev1.ResourceMemory, Requested: 512 << 20, Used: used << 20, Allocatable: 4096 << 20}}}}
+	}
+	never := NodeOutcome{Node: "small-1", Outcome: Outcome{Kind: NeverFits, Plugin: PluginNodeResourcesFit,
+		Reasons:    []string{"Insufficient memory"},
+		Shortfalls: []Shortfall{{Resource: corev1.ResourceMemory, Requested: 512 << 20, Used: 0, Allocatable: 256 << 20}}}}
+	for _, tc := range []struct {
+		name     string
+		outcomes []NodeOutcome
+		want     string
+	}{
+		{"one share", []NodeOutcome{short("infra-1", 3980), short("infra-2", 3980)},
+			"memory 97% requested (memory: asks 512Mi, at most 116Mi free)"},
+		{"a range", []NodeOutcome{short("infra-1", 3700), short("infra-2", 4000)},
+			"memory 90-97% requested (memory: asks 512Mi, at most 396Mi free)"},
+		{"never fits says the request is above allocatable", []NodeOutcome{never},
+			"memory request above allocatable (memory: asks 512Mi, at most 256Mi allocatable)"},
+	} {
+		got := (&Report{Outcomes: tc.outcomes}).Summarize()
+		if len(got) != 1 || got[0].Why != tc.want || len(got[0].Nodes) != len(tc.outcomes) {
+			t.Errorf("%s: %+v, want one group of %d nodes: %q", tc.name, got, len(tc.outcomes), tc.want)
+		}
+	}
+}
