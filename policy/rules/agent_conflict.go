@@ -77,37 +77,55 @@ type conflictScope struct {
 	covered []string
 	// coveredSet holds covered, for intersections.
 	coveredSet map[string]bool
-	others     []*appsv1.DaemonSet
-	// listed are the others' keys: their Pods on the nodes are judged by
-	// their template, not again as Pods.
-	listed map[string]bool
+	// others are sorted by namespace and name, without ds: their Pods on
+	// the nodes are judged by their template, not again as Pods (listed).
+	others []*appsv1.DaemonSet
+}
+
+// byKey orders DaemonSets by namespace, then name.
+func byKey(a, b *appsv1.DaemonSet) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // newConflictScope returns the scope with the other DaemonSets listed, or
 // nil when they are not known. The covered nodes are found by cover, once
-// a rule knows it has something to compare.
+// a rule knows it has something to compare. It runs for every audit of
+// every DaemonSet, so it takes the others as they come when they come
+// sorted (the live ones do, clusterview.DaemonSetLister), without a key or
+// a map entry per DaemonSet.
 func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 	if env.DaemonSets == nil {
 		return nil
 	}
-	s := &conflictScope{ds: ds, env: env, listed: map[string]bool{}}
-	self := ds.Namespace + "/" + ds.Name
-	s.listed[self] = true
-	for _, o := range env.DaemonSets() {
-		key := o.Namespace + "/" + o.Name
-		if key == self || s.listed[key] {
+	all := env.DaemonSets()
+	// The message names the others in this order, so the same request
+	// always gets the same words (and API clients fold repeated warnings
+	// into one). A stable sort keeps the first of a name first.
+	if !slices.IsSortedFunc(all, byKey) {
+		all = slices.Clone(all)
+		slices.SortStableFunc(all, byKey)
+	}
+	s := &conflictScope{ds: ds, env: env, others: make([]*appsv1.DaemonSet, 0, len(all))}
+	for i, o := range all {
+		if byKey(o, ds) == 0 || i > 0 && byKey(all[i-1], o) == 0 {
 			continue
 		}
-		s.listed[key] = true
 		s.others = append(s.others, o)
 	}
-	// The cache lists in no fixed order; the message names the others in
-	// one, so the same request always gets the same words (and API
-	// clients fold repeated warnings into one).
-	slices.SortFunc(s.others, func(a, b *appsv1.DaemonSet) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
 	return s
+}
+
+// listed reports whether the DaemonSet owner (namespace/name) is ds or
+// one of the others.
+func (s *conflictScope) listed(owner string) bool {
+	ns, name, _ := strings.Cut(owner, "/")
+	if ns == s.ds.Namespace && name == s.ds.Name {
+		return true
+	}
+	_, found := slices.BinarySearchFunc(s.others, owner, func(o *appsv1.DaemonSet, _ string) int {
+		return cmp.Or(cmp.Compare(o.Namespace, ns), cmp.Compare(o.Name, name))
+	})
+	return found
 }
 
 // cover finds the nodes ds covers; false when there are none or the
@@ -152,7 +170,7 @@ func (s *conflictScope) boundPods(f func(node *fit.Node, p *fit.Pod)) {
 			continue
 		}
 		for i := range n.Pods {
-			if p := &n.Pods[i]; p.Owner == "" || !s.listed[p.Owner] {
+			if p := &n.Pods[i]; p.Owner == "" || !s.listed(p.Owner) {
 				f(n, p)
 			}
 		}
@@ -304,6 +322,9 @@ func checkAntiAffinityConflict(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.
 	}
 	var rivals []rival
 	for _, o := range s.others {
+		if len(me.Terms) == 0 && len(fit.RequiredAntiAffinity(&o.Spec.Template.Spec)) == 0 {
+			continue // no term on either side: nothing repels
+		}
 		other, err := fit.SideOf(o.Namespace, nsLabels(o.Namespace), &o.Spec.Template)
 		if err != nil {
 			continue
@@ -354,7 +375,7 @@ func (s *conflictScope) repellingPods(me *fit.Side, nsLabels func(string) map[st
 	for _, n := range nodes {
 		for i := range n.Pods {
 			p := &n.Pods[i]
-			if p.Owner != "" && s.listed[p.Owner] || len(me.Terms) == 0 && len(p.AntiAffinity) == 0 {
+			if p.Owner != "" && s.listed(p.Owner) || len(me.Terms) == 0 && len(p.AntiAffinity) == 0 {
 				continue
 			}
 			for _, key := range fit.Repels(me, fit.SideOfPod(p, nsLabels(p.Namespace))) {
