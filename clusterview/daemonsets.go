@@ -5,58 +5,54 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // DaemonSetLister lists the DaemonSets of a manager's cache for the rules
-// that compare agents, and lists again only after one changed: an
-// admission request or an audit then costs a lookup, not a copy of every
-// DaemonSet (hundreds, each audited in turn). The list is shared and only
-// read.
+// that compare agents. It keeps the informer's objects by key as its
+// events arrive and sorts them again only after one changed: an admission
+// request or an audit then costs a lookup, not a copy of every DaemonSet
+// (hundreds, each audited in turn, and audited again on every create while
+// DaemonSets come and go). The list is shared and only read.
 type DaemonSetLister struct {
 	cache cache.Cache
-	// changes counts the informer's events; listedAt is its value when
-	// list was made.
-	changes  atomic.Uint64
-	mu       sync.Mutex
-	listedAt uint64
-	list     []*appsv1.DaemonSet
+	// synced reports whether the handler has been handed the informer's
+	// first list; until then List reads the cache.
+	synced func() bool
+	set    daemonSetSet
 }
 
 // NewDaemonSetLister registers the DaemonSet informer with c (before the
 // manager starts, so that every replica has it synced before it is ready)
-// and counts its events.
+// and keeps its objects.
 func NewDaemonSetLister(ctx context.Context, c cache.Cache) (*DaemonSetLister, error) {
 	inf, err := c.GetInformer(ctx, &appsv1.DaemonSet{})
 	if err != nil {
 		return nil, err
 	}
 	l := &DaemonSetLister{cache: c}
-	changed := func(any) { l.changes.Add(1) }
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: changed, DeleteFunc: changed, UpdateFunc: func(_, o any) { changed(o) },
-	}); err != nil {
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    l.set.put,
+		UpdateFunc: func(_, o any) { l.set.put(o) },
+		DeleteFunc: l.set.remove,
+	})
+	if err != nil {
 		return nil, err
 	}
-	l.changes.Add(1)
+	l.synced = reg.HasSynced
 	return l, nil
 }
 
-// List returns the cached DaemonSets sorted by namespace and name, listing
-// them again when one changed since the last list: the rules that name
-// other DaemonSets name them in that order, and sorting once here spares
-// every audit its own sort.
+// List returns the cached DaemonSets sorted by namespace and name: the
+// rules that name other DaemonSets name them in that order.
 func (l *DaemonSetLister) List(ctx context.Context) ([]*appsv1.DaemonSet, error) {
-	at := l.changes.Load()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.list != nil && l.listedAt == at {
-		return l.list, nil
+	if l.synced() {
+		return l.set.sorted(), nil
 	}
 	var list appsv1.DaemonSetList
 	if err := l.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
@@ -66,9 +62,62 @@ func (l *DaemonSetLister) List(ctx context.Context) ([]*appsv1.DaemonSet, error)
 	for i := range list.Items {
 		out[i] = &list.Items[i]
 	}
-	slices.SortFunc(out, func(a, b *appsv1.DaemonSet) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	l.list, l.listedAt = out, at
+	slices.SortFunc(out, compareDaemonSets)
 	return out, nil
+}
+
+// compareDaemonSets orders DaemonSets by namespace, then name.
+func compareDaemonSets(a, b *appsv1.DaemonSet) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// daemonSetSet holds DaemonSets by key and hands out a sorted list, made
+// again only after a change.
+type daemonSetSet struct {
+	mu    sync.Mutex
+	byKey map[types.NamespacedName]*appsv1.DaemonSet
+	// list is nil when byKey changed since it was made.
+	list []*appsv1.DaemonSet
+}
+
+func (s *daemonSetSet) put(obj any) {
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = map[types.NamespacedName]*appsv1.DaemonSet{}
+	}
+	s.byKey[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = ds
+	s.list = nil
+}
+
+func (s *daemonSetSet) remove(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byKey, types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+	s.list = nil
+}
+
+// sorted returns the DaemonSets sorted by namespace and name; never nil.
+func (s *daemonSetSet) sorted() []*appsv1.DaemonSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.list == nil {
+		s.list = make([]*appsv1.DaemonSet, 0, len(s.byKey))
+		for _, ds := range s.byKey {
+			s.list = append(s.list, ds)
+		}
+		slices.SortFunc(s.list, compareDaemonSets)
+	}
+	return s.list
 }
