@@ -82,9 +82,13 @@ type conflictScope struct {
 	others []*appsv1.DaemonSet
 }
 
-// byKey orders DaemonSets by namespace, then name.
+// byKey orders DaemonSets by namespace, then name (the names compared
+// only within a namespace: this runs for every DaemonSet of every audit).
 func byKey(a, b *appsv1.DaemonSet) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // newConflictScope returns the scope with the other DaemonSets listed, or
