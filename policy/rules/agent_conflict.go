@@ -80,6 +80,9 @@ type conflictScope struct {
 	// others are sorted by namespace and name, without ds: their Pods on
 	// the nodes are judged by their template, not again as Pods (listed).
 	others []*appsv1.DaemonSet
+	// owners remembers listed's answers: the DaemonSet Pods on the covered
+	// nodes have few owners between them.
+	owners map[string]bool
 }
 
 // byKey orders DaemonSets by namespace, then name (the names compared
@@ -122,13 +125,20 @@ func newConflictScope(ds *appsv1.DaemonSet, env *policy.Env) *conflictScope {
 // listed reports whether the DaemonSet owner (namespace/name) is ds or
 // one of the others.
 func (s *conflictScope) listed(owner string) bool {
-	ns, name, _ := strings.Cut(owner, "/")
-	if ns == s.ds.Namespace && name == s.ds.Name {
-		return true
+	if found, ok := s.owners[owner]; ok {
+		return found
 	}
-	_, found := slices.BinarySearchFunc(s.others, owner, func(o *appsv1.DaemonSet, _ string) int {
-		return cmp.Or(cmp.Compare(o.Namespace, ns), cmp.Compare(o.Name, name))
-	})
+	ns, name, _ := strings.Cut(owner, "/")
+	found := ns == s.ds.Namespace && name == s.ds.Name
+	if !found {
+		_, found = slices.BinarySearchFunc(s.others, owner, func(o *appsv1.DaemonSet, _ string) int {
+			return cmp.Or(cmp.Compare(o.Namespace, ns), cmp.Compare(o.Name, name))
+		})
+	}
+	if s.owners == nil {
+		s.owners = map[string]bool{}
+	}
+	s.owners[owner] = found
 	return found
 }
 
