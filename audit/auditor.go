@@ -93,6 +93,27 @@ type auditMemory struct {
 	state      StatusState
 	violations string
 	exemptions string
+	// inputs are what the last audit read; timeless is set when time
+	// alone cannot change its outcome (see audit).
+	inputs   auditInputs
+	timeless bool
+}
+
+// auditInputs are what an audit of one DaemonSet reads: the object (its
+// resourceVersion moves with its spec, metadata and status), the node
+// snapshot, the fit view's cluster, the policy's generation and the other
+// DaemonSets. The snapshot, the cluster and the list are shared and
+// replaced, never changed, so the same pointers mean the same contents.
+type auditInputs struct {
+	version string
+	nodes   *coverage.NodeSnapshot
+	fit     *fit.Cluster
+	policy  int64
+	// others is the first element of the others' list and its length: the
+	// lister hands out one list until a DaemonSet changes; a list made
+	// anew each time never matches.
+	others  **appsv1.DaemonSet
+	nOthers int
 }
 
 // Metrics are the per-DaemonSet gauges. Labels are bounded by the number
@@ -345,22 +366,50 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		}
 		return nil
 	}
-	now := a.Now()
-	a.gapClock.Track(ds, now)
 	var cluster *fit.Cluster
 	if a.Fit != nil {
 		cluster = a.Fit()
 	}
+	others := a.others(ctx)
+	in := auditInputs{version: ds.ResourceVersion, nodes: snap, fit: cluster, policy: active.Generation, nOthers: len(others)}
+	if len(others) > 0 {
+		in.others = &others[0]
+	}
+	// The periodic pass re-audits every DaemonSet so that a gap turns
+	// persistent in time; one whose inputs are those of its last audit and
+	// whose outcome time cannot change (no gap, no exemption or intended
+	// coverage that may expire) would come out the same: Events, metrics
+	// and reports only follow changes. Under Pod churn the fit view's
+	// cluster changes, and then the DaemonSet is audited again.
+	if mem := a.seen[key]; mem != nil && mem.timeless && mem.inputs == in && !a.quiet[key] {
+		return nil
+	}
+	now := a.Now()
+	a.gapClock.Track(ds, now)
 	entries := Run(Input{DaemonSets: []*appsv1.DaemonSet{ds}, Nodes: snap, Policy: active.Policy,
 		Now: now, GapSince: a.gapClock, Window: a.Window, Fit: cluster,
-		Others: func() []*appsv1.DaemonSet { return a.others(ctx) }})
+		Others: func() []*appsv1.DaemonSet { return others }})
 	quiet := a.quiet[key]
 	delete(a.quiet, key)
 	a.observe(ctx, &entries[0], snap, quiet)
 	if a.Reports != nil {
 		a.Reports.Set(&entries[0])
 	}
+	if mem := a.seen[key]; mem != nil {
+		mem.inputs, mem.timeless = in, entries[0].Status.Gap == 0 && !mayExpire(ds)
+	}
 	return nil
+}
+
+// mayExpire reports whether ds carries an annotation whose effect can end
+// with time: an exemption or an intended coverage.
+func mayExpire(ds *appsv1.DaemonSet) bool {
+	for k := range ds.Annotations {
+		if strings.HasPrefix(k, policy.ExemptionAnnotationPrefix) || k == policy.IntendedCoverageAnnotation {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Auditor) flushReports(ctx context.Context) {

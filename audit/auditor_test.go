@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,22 +113,7 @@ func TestAuditor_QuietFirstPass(t *testing.T) {
 // unchanged and that nothing wrote to any DaemonSet or its status.
 func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	nodeSource := fcache.NewFakeControllerSource()
-	defer nodeSource.Shutdown()
-	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
-		{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}})
-	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"pool": "a"}}})
-	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"pool": "a"}}})
-	nodes := &clusterview.NodeView{Nodes: nodeSource, Log: logr.Discard()}
-	ctx, cancel := context.WithCancel(t.Context())
-	stopped := make(chan error, 1)
-	go func() { stopped <- nodes.Start(ctx) }()
-	defer func() { cancel(); <-stopped }()
-	select {
-	case <-nodes.Built():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the node view did not list the nodes within 10s")
-	}
+	nodes := startNodeView(t)
 	source := clusterview.NewPolicySource(nil)
 	source.UseDefaults("test")
 
@@ -227,6 +213,94 @@ func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 	}
 	if len(dsWrites) > 0 {
 		t.Errorf("the audit wrote to a DaemonSet: %q", dsWrites)
+	}
+}
+
+// startNodeView runs a node view of cp-1 (control plane) and two workers of
+// pool a until the test ends.
+func startNodeView(t *testing.T) *clusterview.NodeView {
+	t.Helper()
+	nodeSource := fcache.NewFakeControllerSource()
+	t.Cleanup(nodeSource.Shutdown)
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}})
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"pool": "a"}}})
+	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"pool": "a"}}})
+	nodes := &clusterview.NodeView{Nodes: nodeSource, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- nodes.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	select {
+	case <-nodes.Built():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node view did not list the nodes within 10s")
+	}
+	return nodes
+}
+
+// TestAuditor_SkipsAnAuditNothingCanChange: the periodic pass re-audits
+// every DaemonSet; one whose inputs (its resourceVersion, the node
+// snapshot, the fit cluster, the policy, the other DaemonSets) are those of
+// its last audit, with no gap and no annotation that can expire, is not
+// judged again. The test changes the cached object's counters without a
+// new resourceVersion, which only a real audit would see.
+func TestAuditor_SkipsAnAuditNothingCanChange(t *testing.T) {
+	nodes := startNodeView(t)
+	source := clusterview.NewPolicySource(nil)
+	source.UseDefaults("test")
+	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	for _, tc := range []struct {
+		name string
+		// change makes the second audit's inputs differ, or not.
+		change      func(ds *appsv1.DaemonSet, others *[]*appsv1.DaemonSet)
+		ready       int32 // of 3, at the first audit
+		annotations map[string]string
+		skipped     bool
+	}{
+		{name: "nothing changed", change: func(*appsv1.DaemonSet, *[]*appsv1.DaemonSet) {}, ready: 3, skipped: true},
+		{name: "a new resourceVersion", change: func(ds *appsv1.DaemonSet, _ *[]*appsv1.DaemonSet) { ds.ResourceVersion = "2" }, ready: 3},
+		{name: "another DaemonSet came", change: func(_ *appsv1.DaemonSet, others *[]*appsv1.DaemonSet) {
+			*others = append(slices.Clone(*others), auditDS("other", 3, 3, all))
+		}, ready: 3},
+		{name: "a gap the window can make persistent", change: func(*appsv1.DaemonSet, *[]*appsv1.DaemonSet) {}, ready: 2},
+		{name: "an exemption that can expire", change: func(*appsv1.DaemonSet, *[]*appsv1.DaemonSet) {}, ready: 3,
+			annotations: map[string]string{policy.ExemptionAnnotationPrefix + "readiness-probe": "later; expires=2026-12-31"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := auditDS("agent", 3, tc.ready, all)
+			ds.ResourceVersion, ds.Annotations = "1", tc.annotations
+			others := []*appsv1.DaemonSet{ds}
+			clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+			recorder := events.NewFakeRecorder(100)
+			a := &Auditor{Cache: &sharedCache{objects: map[types.NamespacedName]*appsv1.DaemonSet{{Namespace: ds.Namespace, Name: ds.Name}: ds}},
+				Nodes: nodes, Source: source, Recorder: recorder, Log: logr.Discard(), Window: time.Hour,
+				Others: func(context.Context) ([]*appsv1.DaemonSet, error) { return others, nil },
+				Now:    func() time.Time { return clock }}
+			a.beginTerm()
+			key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+			if err := a.audit(t.Context(), key); err != nil {
+				t.Fatal(err)
+			}
+			for len(recorder.Events) > 0 {
+				<-recorder.Events
+			}
+			// Counters only a real audit reads: one node fewer ready; and
+			// past the gap window.
+			ds.Status.NumberReady, ds.Status.NumberAvailable = tc.ready-1, tc.ready-1
+			clock = clock.Add(2 * time.Hour)
+			tc.change(ds, &others)
+			if err := a.audit(t.Context(), key); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for len(recorder.Events) > 0 {
+				got = append(got, <-recorder.Events)
+			}
+			if judged := len(got) > 0; judged == tc.skipped {
+				t.Errorf("second audit's Events %q: skipped %v, want %v", got, !judged, tc.skipped)
+			}
+		})
 	}
 }
 
