@@ -172,6 +172,18 @@ func NewPod(namespace, name string, startTime uint32, shape *Shape) Pod {
 	return p
 }
 
+// Whole returns the record with its whole key in its Shape's Prefix and
+// no suffix, for a record whose Shape is its own (clusterview.FitView):
+// whoever keys the record by namespace/name then shares that string.
+func (p Pod) Whole() Pod {
+	if p.suffix.n > 0 {
+		ns := len(p.Namespace)
+		p.Prefix += p.suffix.String()
+		p.Namespace, p.suffix = p.Prefix[:ns], nameSuffix{}
+	}
+	return p
+}
+
 // Key is namespace/name, to name victims.
 func (p *Pod) Key() string { return p.Prefix + p.suffix.String() }
 

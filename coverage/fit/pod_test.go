@@ -32,6 +32,9 @@ func TestNewPod_KeepsTheWholeName(t *testing.T) {
 		if !p.HasKey(tc.namespace + "/" + tc.name) {
 			t.Errorf("%s: HasKey of its own key is false", tc.name)
 		}
+		if w := p.Whole(); w.Prefix != tc.namespace+"/"+tc.name || w.Key() != w.Prefix || w.Namespace != tc.namespace || !w.HasKey(w.Prefix) {
+			t.Errorf("%s: Whole() has Prefix %q, Key %q, Namespace %q", tc.name, w.Prefix, w.Key(), w.Namespace)
+		}
 		for _, other := range []string{tc.namespace + "/" + tc.name + "x", tc.namespace + "/" + tc.name[:len(tc.name)-1], "x" + tc.namespace + "/" + tc.name} {
 			if p.HasKey(other) {
 				t.Errorf("%s: HasKey(%q) is true", tc.name, other)
