@@ -553,9 +553,6 @@ func recordOf(obj any) (*podRecord, error) {
 		if r.rec, r.err = fit.PodOf(o); r.err != nil {
 			return r, nil
 		}
-		// Its Shape is its own: the whole key in it is the string the view
-		// keys it by (applyPod).
-		r.rec = r.rec.Whole()
 		if r.rec.Owner != "" {
 			r.rec.Owner = unique.Make(r.rec.Owner).Value()
 		}
@@ -643,6 +640,8 @@ func (v *FitView) applyPod(key string, r *podRecord) {
 	next = append(next, rec)
 	fit.SortPods(next)
 	*held = next
+	// The record's own Shape holds its whole key (PodOf): the view keys it
+	// by that string.
 	v.pods[rec.Prefix] = podPlace{node: fn, nominated: r.nominated, uid: r.uid, labels: r.labels}
 	v.touch(fn.name)
 }

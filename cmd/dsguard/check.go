@@ -130,6 +130,13 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error
 		}
 	}
 	if o.nodesFile != "" {
+		// A dump's records are most of what check keeps, and decoding it
+		// makes garbage fast: collecting when the heap has grown by half,
+		// not doubled, holds the peak nearer the records (GOGC set in the
+		// environment wins).
+		if _, set := os.LookupEnv("GOGC"); !set {
+			debug.SetGCPercent(50)
+		}
 		nodes, err := readNodes(o.nodesFile, cmd.InOrStdin())
 		if err != nil {
 			return err
@@ -339,32 +346,18 @@ type nodeInput struct {
 // and taints it shares with the nodes alike, so that a dump of tens of
 // thousands of nodes costs about what their names do.
 func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
-	// The records are most of what check keeps, and decoding a dump makes
-	// garbage fast: collecting when the heap has grown by half, not
-	// doubled, holds the peak nearer the records (GOGC set in the
-	// environment wins).
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(50)
-	}
 	var in nodeInput
 	b := fit.NewBuilder()
 	var podErr error
 	pods := 0
 	var records []coverage.NodeRecord
-	taints := map[string][]corev1.Taint{}
 	rd := &manifest.Reader{
 		Stdin: stdin,
 		OnNode: func(n *corev1.Node) {
+			// The label map is the one the fit Builder shares between
+			// nodes alike; the records live until the snapshot is built.
 			f := b.AddNode(n)
-			rec := coverage.NodeRecord{Name: f.Name, Labels: f.Labels, Hostname: f.Hostname}
-			if len(n.Spec.Taints) > 0 {
-				key := taintsKey(n.Spec.Taints)
-				if rec.Taints = taints[key]; rec.Taints == nil {
-					rec.Taints = slices.Clone(n.Spec.Taints)
-					taints[key] = rec.Taints
-				}
-			}
-			records = append(records, rec)
+			records = append(records, coverage.NodeRecord{Name: f.Name, Labels: f.Labels, Hostname: f.Hostname, Taints: n.Spec.Taints})
 		},
 		OnPod: func(p *corev1.Pod) {
 			pods++
@@ -402,19 +395,6 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 			cluster.Pods(), file)
 	}
 	return &in, nil
-}
-
-// taintsKey tells one list of taints from another.
-func taintsKey(taints []corev1.Taint) string {
-	var b strings.Builder
-	for _, t := range taints {
-		b.WriteString(t.Key + "\x00" + t.Value + "\x00" + string(t.Effect) + "\x00")
-		if t.TimeAdded != nil {
-			b.WriteString(t.TimeAdded.UTC().Format(time.RFC3339Nano))
-		}
-		b.WriteByte(1)
-	}
-	return b.String()
 }
 
 // fixedCompletion completes a flag from a fixed list.

@@ -100,6 +100,7 @@ func (b *Builder) AddPod(pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
+	p = p.Split()
 	p.Shape = b.shareShape(p.Shape)
 	into[name] = append(into[name], p)
 	b.pods++
@@ -109,16 +110,19 @@ func (b *Builder) AddPod(pod *corev1.Pod) error {
 // shareShape returns the Shape the Builder keeps for one alike. A Shape
 // with anti-affinity terms is kept as it is: such Pods are few.
 func (b *Builder) shareShape(s *Shape) *Shape {
-	if len(s.AntiAffinity) > 0 {
-		s.Labels = b.share(s.Labels, "")
-		return s
+	if len(s.AntiAffinity) == 0 {
+		b.key = s.appendKey(b.key[:0])
+		if shared, ok := b.shapes[string(b.key)]; ok {
+			return shared
+		}
 	}
-	b.key = s.appendKey(b.key[:0])
-	if shared, ok := b.shapes[string(b.key)]; ok {
-		return shared
-	}
+	// Kept: its Prefix must not hold on to the Pod's whole name (Split).
+	s.Prefix = strings.Clone(s.Prefix)
+	s.Namespace = s.Prefix[:len(s.Namespace)]
 	s.Labels = b.share(s.Labels, "")
-	b.shapes[string(b.key)] = s
+	if len(s.AntiAffinity) == 0 {
+		b.shapes[string(b.key)] = s
+	}
 	return s
 }
 

@@ -159,28 +159,27 @@ type nameSuffix struct {
 func (s *nameSuffix) String() string { return string(s.b[:s.n]) }
 
 // NewPod makes the record of the Pod namespace/name from its shape, whose
-// Prefix and Namespace it sets: the caller fills in the rest.
+// Prefix and Namespace it sets (the whole key: see Split); the caller
+// fills in the rest.
 func NewPod(namespace, name string, startTime uint32, shape *Shape) Pod {
-	p := Pod{Shape: shape, StartTime: startTime}
-	cut := strings.LastIndexByte(name, '-') + 1
-	if len(name)-cut > len(p.suffix.b) {
-		cut = len(name)
-	}
-	shape.Prefix = namespace + "/" + name[:cut]
+	shape.Prefix = namespace + "/" + name
 	shape.Namespace = shape.Prefix[:len(namespace)]
-	p.suffix.n = uint8(copy(p.suffix.b[:], name[cut:]))
-	return p
+	return Pod{Shape: shape, StartTime: startTime}
 }
 
-// Whole returns the record with its whole key in its Shape's Prefix and
-// no suffix, for a record whose Shape is its own (clusterview.FitView):
-// whoever keys the record by namespace/name then shares that string.
-func (p Pod) Whole() Pod {
-	if p.suffix.n > 0 {
-		ns := len(p.Namespace)
-		p.Prefix += p.suffix.String()
-		p.Namespace, p.suffix = p.Prefix[:ns], nameSuffix{}
+// Split moves the end of the name, after its last dash, from the Shape's
+// Prefix into the record, so that the Pods of a workload can share one
+// Shape (Builder); an end longer than a nameSuffix holds stays. The Prefix
+// becomes a part of the old one: a caller that keeps the Shape clones it.
+func (p Pod) Split() Pod {
+	name := p.Prefix[len(p.Namespace)+1:]
+	cut := strings.LastIndexByte(name, '-') + 1
+	if p.suffix.n > 0 || cut == len(name) || len(name)-cut > len(p.suffix.b) {
+		return p
 	}
+	s := *p.Shape
+	s.Prefix = p.Prefix[:len(p.Prefix)-len(name)+cut]
+	p.Shape, p.suffix.n = &s, uint8(copy(p.suffix.b[:], name[cut:]))
 	return p
 }
 
@@ -219,7 +218,8 @@ func compareJoined(a1, a2, b1, b2 string) int {
 	}
 }
 
-// PodOf builds the record of a Pod, with a Shape of its own.
+// PodOf builds the record of a Pod, with a Shape of its own that holds its
+// whole key (Split shares it).
 func PodOf(pod *corev1.Pod) (Pod, error) {
 	terms, err := NewTerms(pod.Namespace, RequiredAntiAffinity(&pod.Spec))
 	if err != nil {

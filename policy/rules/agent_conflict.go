@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -129,11 +129,10 @@ func (s *conflictScope) listed(owner string) bool {
 		return found
 	}
 	ns, name, _ := strings.Cut(owner, "/")
-	found := ns == s.ds.Namespace && name == s.ds.Name
+	probe := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	found := byKey(probe, s.ds) == 0
 	if !found {
-		_, found = slices.BinarySearchFunc(s.others, owner, func(o *appsv1.DaemonSet, _ string) int {
-			return cmp.Or(cmp.Compare(o.Namespace, ns), cmp.Compare(o.Name, name))
-		})
+		_, found = slices.BinarySearchFunc(s.others, probe, byKey)
 	}
 	if s.owners == nil {
 		s.owners = map[string]bool{}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // WaitEstablished waits until the CustomResourceDefinition name is
@@ -12,18 +14,13 @@ import (
 // CRD is created fails at once ("status.conditions accessor error") while
 // the API server has written no condition yet, instead of waiting.
 func WaitEstablished(ctx context.Context, kubectl func(ctx context.Context, stdin string, args ...string) Result, name string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var last Result
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		last = kubectl(ctx, "", "get", "crd", name, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		if last.Err == nil && strings.TrimSpace(last.Stdout) == "True" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CustomResourceDefinition %s not Established after %s: %s%s", name, timeout, last.Stdout, last.Stderr)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return last.Err == nil && strings.TrimSpace(last.Stdout) == "True", nil
+	})
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s not Established after %s: %s%s", name, timeout, last.Stdout, last.Stderr)
 	}
+	return nil
 }
