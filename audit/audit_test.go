@@ -151,7 +151,7 @@ func TestAudit_Fit(t *testing.T) {
 	}
 	in.Fit = cluster
 	e := Run(in)[0]
-	if e.Fit == nil || len(e.Fit.Outcomes) != 1 || e.Fit.Outcomes[0].Kind != fit.DoesNotFit {
+	if e.Fit == nil || e.Fit.Covered() != 1 || e.Fit.Outcomes()[0].Kind != fit.DoesNotFit {
 		t.Fatalf("fit %+v, want does-not-fit on worker-1", e.Fit)
 	}
 	if !hasRule(e, "resource-fit") || !hasRule(e, "priority-class") {

@@ -47,7 +47,7 @@ func WriteFit(b *strings.Builder, r *fit.Report, indent string) {
 	if r.PreemptNever {
 		never = ", preemptionPolicy Never"
 	}
-	fmt.Fprintf(b, "%slands on %d of %d covered nodes (priority %d%s)", indent, r.Lands(), len(r.Outcomes), r.Priority, never)
+	fmt.Fprintf(b, "%slands on %d of %d covered nodes (priority %d%s)", indent, r.Lands(), r.Covered(), r.Priority, never)
 	if r.Unknown > 0 {
 		fmt.Fprintf(b, "; %d nodes without status.allocatable not weighed", r.Unknown)
 	}

@@ -90,7 +90,7 @@ func outcomes(c *fit.Cluster, ds *appsv1.DaemonSet) string {
 		return "error: " + r.Error
 	}
 	s := ""
-	for _, o := range r.Outcomes {
+	for _, o := range r.Outcomes() {
 		s += fmt.Sprintf("%s=%s ", o.Node, o.Kind)
 	}
 	return fmt.Sprintf("%s unknown=%d", s, r.Unknown)
@@ -213,7 +213,7 @@ func TestFitView_NominatedPodsMoveWhenBound(t *testing.T) {
 	nodeOf := func(c *fit.Cluster) string {
 		r := c.PredictDaemonSet(fitTestAgent("1500m", ""), []string{"n1", "n2"})
 		out := ""
-		for _, o := range r.Outcomes {
+		for _, o := range r.Outcomes() {
 			out += o.Node + "=" + string(o.Kind) + " "
 		}
 		return out

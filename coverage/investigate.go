@@ -21,16 +21,46 @@ type NodeDiagnosis struct {
 }
 
 // EligibleNodes returns, sorted, the nodes of the snapshot that a prediction
-// made on it (Predict(ds, nodes)) does not skip.
+// made on it (Predict(ds, nodes)) does not skip. The list may be shared
+// with the snapshot and other callers: it is read, never changed.
 func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
+	o := nodes.sorted()
+	if cov.Skipped() == 0 && cov.Eligible == len(o.names) {
+		return o.names[:len(o.names):len(o.names)]
+	}
+	skipped := make([]bool, len(o.names))
+	for _, s := range cov.Skips {
+		for _, r := range s.runs {
+			at, ok := o.positions(&r)
+			if !ok {
+				return eligibleByName(cov, o.names)
+			}
+			r.each(func(i int32) { skipped[at[i]] = true })
+		}
+		if s.runs == nil && len(s.names) > 0 {
+			return eligibleByName(cov, o.names)
+		}
+	}
+	out := make([]string, 0, cov.Eligible)
+	for i, n := range o.names {
+		if !skipped[i] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// eligibleByName is EligibleNodes for skips that are not runs of the
+// snapshot's classes (made by hand, or on another snapshot).
+func eligibleByName(cov *Coverage, names []string) []string {
 	skipped := make(map[string]bool, cov.Skipped())
 	for _, s := range cov.Skips {
 		for _, n := range s.Nodes() {
 			skipped[n] = true
 		}
 	}
-	out := make([]string, 0, nodes.Len()-len(skipped))
-	for _, n := range nodes.Names() { // already sorted
+	out := make([]string, 0, len(names)-len(skipped))
+	for _, n := range names { // already sorted
 		if !skipped[n] {
 			out = append(out, n)
 		}

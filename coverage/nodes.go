@@ -42,6 +42,57 @@ type NodeSnapshot struct {
 		once sync.Once
 		at   map[string]memberAt
 	}
+	// order is built on the first call that needs every name in order.
+	order struct {
+		once sync.Once
+		o    *nameOrder
+	}
+}
+
+// nameOrder is every node of a snapshot in name order, and where each
+// class's members stand in it: a DaemonSet's covered nodes are then found
+// by marking its skipped members, not by merging the classes' names again
+// and looking each up (EligibleNodes runs at every admission that weighs
+// resource fit).
+type nameOrder struct {
+	names []string
+	// at[c][i] is the position in names of member i of the class whose
+	// first member is c.
+	at map[*nodeMember][]int32
+}
+
+// positions returns where the members of r's class stand in the order;
+// false when r is not a run of one of the snapshot's classes.
+func (o *nameOrder) positions(r *nameRun) ([]int32, bool) {
+	if len(r.members) == 0 {
+		return nil, true
+	}
+	at, ok := o.at[&r.members[0]]
+	return at, ok && len(at) == len(r.members)
+}
+
+// sorted returns the snapshot's name order, building it once.
+func (s *NodeSnapshot) sorted() *nameOrder {
+	s.order.once.Do(func() {
+		runs := make([]nameRun, len(s.classes))
+		o := &nameOrder{names: make([]string, 0, s.total), at: make(map[*nodeMember][]int32, len(s.classes))}
+		for i, c := range s.classes {
+			runs[i] = nameRun{members: c.members}
+			if len(c.members) > 0 {
+				o.at[&c.members[0]] = make([]int32, len(c.members))
+			}
+		}
+		// A run yields its members in order: next[r] is the member of run r
+		// that comes next.
+		next := make([]int32, len(runs))
+		for name, run := range eachName(runs) {
+			o.at[&runs[run].members[0]][next[run]] = int32(len(o.names))
+			next[run]++
+			o.names = append(o.names, name)
+		}
+		s.order.o = o
+	})
+	return s.order.o
 }
 
 // memberAt is where a node is: its class and its position there.
@@ -449,13 +500,7 @@ func (s *NodeSnapshot) Len() int { return s.total }
 func (s *NodeSnapshot) Classes() int { return len(s.classes) }
 
 // Names returns every node name, sorted.
-func (s *NodeSnapshot) Names() []string {
-	runs := make([]nameRun, len(s.classes))
-	for i, c := range s.classes {
-		runs[i] = nameRun{members: c.members}
-	}
-	return mergeRuns(runs, s.total)
-}
+func (s *NodeSnapshot) Names() []string { return slices.Clone(s.sorted().names) }
 
 // HasTaint reports whether any node carries a taint with this key and effect
 // (and value, when value is not empty).

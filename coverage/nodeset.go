@@ -291,6 +291,24 @@ func (r *nameRun) len() int {
 	}
 }
 
+// each calls f with the index of each member the run names, in order.
+func (r *nameRun) each(f func(i int32)) {
+	if r.only != nil {
+		for _, i := range r.only {
+			f(i)
+		}
+		return
+	}
+	skip := 0
+	for i := range int32(len(r.members)) {
+		if skip < len(r.except) && r.except[skip] == i {
+			skip++
+			continue
+		}
+		f(i)
+	}
+}
+
 // runCursor walks a nameRun.
 type runCursor struct {
 	run     *nameRun

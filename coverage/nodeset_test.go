@@ -142,6 +142,19 @@ func assertSameCoverage(t *testing.T, what string, got, want Coverage) {
 	}
 }
 
+// assertEligible checks EligibleNodes on a prediction's runs of classes
+// against the reference's skips, which name their nodes.
+func assertEligible(t *testing.T, what string, snap *NodeSnapshot, got, want Coverage) {
+	t.Helper()
+	if len(want.Skips) > 0 && want.Skips[0].runs != nil {
+		t.Fatalf("%s: the reference's skips are runs", what)
+	}
+	g, w := EligibleNodes(&got, snap), EligibleNodes(&want, snap)
+	if !slices.Equal(g, w) || len(g) != got.Eligible {
+		t.Fatalf("%s: EligibleNodes = %v (%d, %d eligible), want %v", what, g, len(g), got.Eligible, w)
+	}
+}
+
 // TestPredict_MatchesNodeByNode: classes, the per-node index and the
 // stand-in for unnamed members give the same answer as judging every node.
 func TestPredict_MatchesNodeByNode(t *testing.T) {
@@ -153,7 +166,9 @@ func TestPredict_MatchesNodeByNode(t *testing.T) {
 		}
 		snap := NewNodeSnapshot(nodes)
 		for i, ds := range randomDaemonSets(r, len(nodes)) {
-			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d", seed, i), Predict(ds, snap), referenceCoverage(ds, nodes))
+			got, want := Predict(ds, snap), referenceCoverage(ds, nodes)
+			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d", seed, i), got, want)
+			assertEligible(t, fmt.Sprintf("seed %d, DaemonSet %d", seed, i), snap, got, want)
 		}
 	}
 }
@@ -221,7 +236,9 @@ func TestNodeSet_ChangesMatchARebuild(t *testing.T) {
 		}
 		for i, ds := range randomDaemonSets(r, 260) {
 			want := referenceCoverage(ds, nodes)
-			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, updated", seed, i), Predict(ds, set.Snapshot()), want)
+			updated := Predict(ds, set.Snapshot())
+			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, updated", seed, i), updated, want)
+			assertEligible(t, fmt.Sprintf("seed %d, DaemonSet %d, updated", seed, i), set.Snapshot(), updated, want)
 			assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, rebuilt", seed, i), Predict(ds, fresh), want)
 			for k, h := range old {
 				assertSameCoverage(t, fmt.Sprintf("seed %d, DaemonSet %d, snapshot %d held", seed, i, k),

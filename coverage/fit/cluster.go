@@ -2,7 +2,9 @@ package fit
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -29,6 +31,44 @@ type Cluster struct {
 	// workload is the most important Pod that no DaemonSet controls,
 	// below the system classes (see WorkloadPriority).
 	workload *Pod
+	// room is what every known node leaves free by its sums.
+	room room
+}
+
+// room is the least that any known node leaves free, by its sums: of cpu,
+// memory and ephemeral storage, and of its pods limit. exact is false when
+// some known node's sums are not the whole story (they are not kept, or
+// Pods are nominated for it). A Pod asking no more than that fits outright
+// on every known node, whatever else it holds: the admission of a
+// DaemonSet then weighs no node one by one, on any cluster with room.
+type room struct {
+	free  Resources
+	pods  int64
+	exact bool
+}
+
+// add counts one known node in.
+func (r *room) add(n *Node, first bool) {
+	free := Resources{MilliCPU: n.Allocatable.MilliCPU - n.used.MilliCPU, Memory: n.Allocatable.Memory - n.used.Memory,
+		EphemeralStorage: n.Allocatable.EphemeralStorage - n.used.EphemeralStorage}
+	pods := n.AllowedPods - int64(len(n.Pods))
+	if first {
+		r.free, r.pods, r.exact = free, pods, true
+	} else {
+		r.free = Resources{MilliCPU: min(r.free.MilliCPU, free.MilliCPU), Memory: min(r.free.Memory, free.Memory),
+			EphemeralStorage: min(r.free.EphemeralStorage, free.EphemeralStorage)}
+		r.pods = min(r.pods, pods)
+	}
+	r.exact = r.exact && n.summed && len(n.Nominated) == 0
+}
+
+// holds reports whether a Pod asking for want fits outright on every
+// known node (what fitsOutright would find on each of them, the Pods of
+// its own DaemonSet only making more room).
+func (r *room) holds(want *Resources) bool {
+	within := func(want, free int64) bool { return want <= 0 || want <= free }
+	return r.exact && r.pods >= 1 && len(want.Scalar) == 0 && within(want.MilliCPU, r.free.MilliCPU) &&
+		within(want.Memory, r.free.Memory) && within(want.EphemeralStorage, r.free.EphemeralStorage)
 }
 
 // Builder gathers a Cluster from objects in any order, as a dump of
@@ -159,7 +199,10 @@ func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces m
 		priorities: NewPriorities(classes), namespaces: namespaces}
 	for _, n := range list {
 		c.nodes[n.Name] = n
-		c.known = c.known || n.Known()
+		if n.Known() {
+			c.room.add(n, !c.known)
+			c.known = true
+		}
 		c.pods += len(n.Pods) + len(n.Nominated)
 		c.ports = c.ports || n.ports || !n.summed && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.Ports) > 0 })
 		if p := n.workload; p != nil && (c.workload == nil || p.Priority > c.workload.Priority ||
@@ -200,18 +243,69 @@ func (n *Node) Known() bool { return !n.Allocatable.IsZero() || n.AllowedPods > 
 func (c *Cluster) Known() bool { return c.known }
 
 // Report is the prediction for a DaemonSet's Pods on the nodes its
-// placement covers.
+// placement covers. It names every node, but holds an outcome only for the
+// nodes where the Pod does not simply fit: on a cluster of thousands of
+// nodes the webhook predicts at every CREATE and UPDATE, and an outcome per
+// node (some 180 bytes each) was most of what a request allocated.
 type Report struct {
 	// Error is set when no Pod can be made at all (a PriorityClass that
-	// does not exist, a malformed term): then Outcomes is empty.
-	Error string `json:"error,omitempty"`
-	// Outcomes are by node, sorted by node name; nodes whose allocatable
-	// is unknown are left out and counted in Unknown.
-	Outcomes []NodeOutcome `json:"outcomes"`
-	Unknown  int           `json:"unknownNodes,omitempty"`
+	// does not exist, a malformed term): then no node has an outcome.
+	Error string
+	// nodes are the covered nodes whose allocatable is known, sorted (the
+	// others are counted in Unknown); others the outcomes on those of them
+	// where the Pod does not simply fit, sorted by node. The Pod fits on a
+	// node of nodes that others does not name.
+	nodes   []string
+	others  []NodeOutcome
+	Unknown int
 	// Priority is the priority the Pods get, PreemptNever their policy.
-	Priority     int32 `json:"priority"`
-	PreemptNever bool  `json:"preemptNever,omitempty"`
+	Priority     int32
+	PreemptNever bool
+}
+
+// reportJSON is a Report as JSON shows it: every node with its outcome.
+type reportJSON struct {
+	Error        string        `json:"error,omitempty"`
+	Outcomes     []NodeOutcome `json:"outcomes"`
+	Unknown      int           `json:"unknownNodes,omitempty"`
+	Priority     int32         `json:"priority"`
+	PreemptNever bool          `json:"preemptNever,omitempty"`
+}
+
+// NewReport is the report of outcomes by node (any order); for tests and
+// readers of a report's JSON.
+func NewReport(outcomes []NodeOutcome) *Report {
+	r := &Report{}
+	r.setOutcomes(outcomes)
+	return r
+}
+
+func (r *Report) setOutcomes(outcomes []NodeOutcome) {
+	outcomes = slices.SortedFunc(slices.Values(outcomes), byNode)
+	r.nodes, r.others = make([]string, len(outcomes)), nil
+	for i, o := range outcomes {
+		r.nodes[i] = o.Node
+		if !o.fits() {
+			r.others = append(r.others, o)
+		}
+	}
+}
+
+// MarshalJSON writes the outcome of every node.
+func (r Report) MarshalJSON() ([]byte, error) {
+	return json.Marshal(reportJSON{Error: r.Error, Outcomes: r.Outcomes(), Unknown: r.Unknown,
+		Priority: r.Priority, PreemptNever: r.PreemptNever})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Report) UnmarshalJSON(data []byte) error {
+	var j reportJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*r = Report{Error: j.Error, Unknown: j.Unknown, Priority: j.Priority, PreemptNever: j.PreemptNever}
+	r.setOutcomes(j.Outcomes)
+	return nil
 }
 
 // NodeOutcome is the outcome on one node.
@@ -220,11 +314,56 @@ type NodeOutcome struct {
 	Outcome
 }
 
+func byNode(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) }
+
+// fits reports whether the outcome is a plain fit, which a Report does
+// not keep.
+func (o *Outcome) fits() bool {
+	return o.Kind == Fits && o.Plugin == "" && o.PreemptionMessage == "" && len(o.Reasons)+len(o.Shortfalls)+
+		len(o.Ports)+len(o.Victims)+len(o.PreemptionReasons) == 0
+}
+
+// Covered is the number of nodes weighed: the covered nodes whose
+// allocatable is known.
+func (r *Report) Covered() int { return len(r.nodes) }
+
+// All yields every weighed node with its outcome, by node name. The
+// outcome is the report's own (the nodes that fit share one): a caller
+// reads it, and copies what it keeps.
+func (r *Report) All() iter.Seq2[string, *Outcome] {
+	return func(yield func(string, *Outcome) bool) {
+		fits := Outcome{Kind: Fits}
+		j := 0
+		for _, name := range r.nodes {
+			o := &fits
+			if j < len(r.others) && r.others[j].Node == name {
+				o = &r.others[j].Outcome
+				j++
+			}
+			if !yield(name, o) {
+				return
+			}
+		}
+	}
+}
+
+// Outcomes returns every weighed node's outcome, sorted by node name.
+func (r *Report) Outcomes() []NodeOutcome {
+	out := make([]NodeOutcome, 0, len(r.nodes))
+	for name, o := range r.All() {
+		out = append(out, NodeOutcome{Node: name, Outcome: *o})
+	}
+	return out
+}
+
 // Count returns how many nodes have the outcome kind.
 func (r *Report) Count(kind Kind) int {
 	n := 0
-	for i := range r.Outcomes {
-		if r.Outcomes[i].Kind == kind {
+	if kind == Fits {
+		n = len(r.nodes) - len(r.others)
+	}
+	for i := range r.others {
+		if r.others[i].Kind == kind {
 			n++
 		}
 	}
@@ -244,7 +383,7 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	if err != nil {
 		return &Report{Error: err.Error()}
 	}
-	r := &Report{Priority: cand.Priority, PreemptNever: cand.PreemptNever, Outcomes: make([]NodeOutcome, 0, len(nodes))}
+	r := &Report{Priority: cand.Priority, PreemptNever: cand.PreemptNever}
 	own := ds.Namespace + "/" + ds.Name
 	// Without host ports and anti-affinity on either side, NodePorts and
 	// InterPodAffinity pass everywhere: a node whose sums leave room fits,
@@ -252,23 +391,50 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	// same outcome), and only the others are predicted Pod by Pod.
 	outright := !slowPathOnly && len(cand.Ports) == 0 && len(cand.AntiAffinity) == 0 &&
 		len((&evaluation{c: cand, d: c.domain}).repelling()) == 0
-	for _, name := range nodes {
-		n := c.nodes[name]
-		if n == nil || !n.Known() {
-			r.Unknown++
-			continue
-		}
-		if outright && n.fitsOutright(&cand.Requests, own) {
-			r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Outcome{Kind: Fits}})
-			continue
-		}
-		r.Outcomes = append(r.Outcomes, NodeOutcome{Node: name, Outcome: Predict(cand, n.without(own), c.domain)})
+	everywhere := outright && c.room.holds(&cand.Requests)
+	// The covered nodes come sorted (coverage.EligibleNodes), as the
+	// cluster's do: each is found by walking both lists together rather
+	// than by a lookup per name. The report shares them unless some are
+	// not weighed.
+	if !slices.IsSorted(nodes) {
+		nodes = slices.Sorted(slices.Values(nodes))
 	}
-	// The covered nodes come sorted (coverage.EligibleNodes).
-	if byNode := func(a, b NodeOutcome) int { return cmp.Compare(a.Node, b.Node) }; !slices.IsSortedFunc(r.Outcomes, byNode) {
-		slices.SortFunc(r.Outcomes, byNode)
+	r.nodes = nodes
+	at := 0
+	for i, name := range nodes {
+		n := c.next(&at, name)
+		if n == nil || !n.Known() {
+			if r.Unknown++; r.Unknown == 1 {
+				r.nodes = slices.Clone(nodes[:i])
+			}
+			continue
+		}
+		if r.Unknown > 0 {
+			r.nodes = append(r.nodes, name)
+		}
+		if everywhere || outright && n.fitsOutright(&cand.Requests, own) {
+			continue
+		}
+		if o := Predict(cand, n.without(own), c.domain); !o.fits() {
+			r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
+		}
 	}
 	return r
+}
+
+// next returns the node named name, or nil, looking from c.list[*at] on
+// and leaving *at after it: names asked in order are found in one pass.
+func (c *Cluster) next(at *int, name string) *Node {
+	for ; *at < len(c.list); *at++ {
+		switch strings.Compare(c.list[*at].Name, name) {
+		case 0:
+			*at++
+			return c.list[*at-1]
+		case 1:
+			return nil
+		}
+	}
+	return nil
 }
 
 // without returns the node without the Pods of the named DaemonSet
@@ -304,8 +470,7 @@ func (r *Report) Summarize() []Summary {
 	var out []Summary
 	var groups []*figures // per group, gathered in the same pass
 	index := map[string]int{}
-	for i := range r.Outcomes {
-		o := &r.Outcomes[i]
+	for name, o := range r.All() {
 		why, note := o.why()
 		key := string(o.Kind) + "\x00" + why + "\x00" + note
 		j, ok := index[key]
@@ -315,7 +480,7 @@ func (r *Report) Summarize() []Summary {
 			out = append(out, Summary{Kind: o.Kind, Why: why})
 			groups = append(groups, &figures{note: note, never: o.Kind == NeverFits})
 		}
-		out[j].Nodes = append(out[j].Nodes, o.Node)
+		out[j].Nodes = append(out[j].Nodes, name)
 		groups[j].add(o)
 	}
 	for j := range out {
@@ -345,7 +510,7 @@ type figures struct {
 	note      string
 }
 
-func (f *figures) add(o *NodeOutcome) {
+func (f *figures) add(o *Outcome) {
 	if o.Plugin != PluginNodeResourcesFit {
 		return
 	}
@@ -426,7 +591,7 @@ func quantity(name corev1.ResourceName, v int64) string {
 // why says in a few words what turns the node away, the same for nodes
 // that differ only in figures (so that they group), and what preemption
 // makes of it.
-func (o *NodeOutcome) why() (why, note string) {
+func (o *Outcome) why() (why, note string) {
 	switch o.Kind {
 	case Fits:
 		return "", ""

@@ -317,6 +317,9 @@ func (n *Node) fitsOutright(want *Resources, owner string) bool {
 		want.EphemeralStorage > 0 && want.EphemeralStorage > free(n.Allocatable.EphemeralStorage, n.used.EphemeralStorage, own.EphemeralStorage) {
 		return false
 	}
+	if len(want.Scalar) == 0 {
+		return true
+	}
 	for name, v := range want.Scalar {
 		if v > 0 && v > free(n.Allocatable.Scalar[name], n.used.Scalar[name], own.Scalar[name]) {
 			return false

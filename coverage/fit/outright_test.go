@@ -22,8 +22,12 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
 	q := func(v int64, f resource.Format) resource.Quantity { return *resource.NewQuantity(v, f) }
-	fits := 0
-	for scenario := range 200 {
+	fits, everywhere := 0, 0
+	for scenario := range 400 {
+		// One scenario in three has room on most nodes, and half of those
+		// nothing nominated: there the cluster's least free room may
+		// decide at once.
+		roomy := scenario%3 == 1
 		b := NewBuilder()
 		var names []string
 		for i := range 20 {
@@ -31,6 +35,10 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 			names = append(names, name)
 			alloc := corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(1000+r.IntN(3000)), resource.DecimalSI),
 				corev1.ResourceMemory: q(int64(1+r.IntN(8))<<30, resource.BinarySI), corev1.ResourcePods: q(int64(2+r.IntN(6)), resource.DecimalSI)}
+			if roomy {
+				alloc[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(5000+r.IntN(6000)), resource.DecimalSI)
+				alloc[corev1.ResourcePods] = q(int64(4+r.IntN(8)), resource.DecimalSI)
+			}
 			if r.IntN(3) == 0 {
 				alloc["example.com/dongle"] = q(int64(r.IntN(3)), resource.DecimalSI)
 			}
@@ -58,6 +66,9 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 						TopologyKey: corev1.LabelTopologyZone, Namespaces: []string{"infra"},
 						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}}}}}
 				case 3: // nominated, not bound
+					if roomy && scenario%2 == 1 {
+						break
+					}
 					p.Spec.NodeName, p.Status.NominatedNodeName, p.Status.Phase = "", name, corev1.PodPending
 				}
 				if err := b.AddPod(p); err != nil {
@@ -77,10 +88,9 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 			ds.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9100, HostPort: 9100}}
 		}
 		outright := c.PredictDaemonSet(ds, names)
-		for i := range outright.Outcomes {
-			if outright.Outcomes[i].Kind == Fits {
-				fits++
-			}
+		fits += outright.Count(Fits)
+		if ds.Spec.Template.Spec.Containers[0].Ports == nil && c.room.holds(new(ResourcesOf(req))) {
+			everywhere++
 		}
 		slowPathOnly = true
 		byPod := c.PredictDaemonSet(ds, names)
@@ -90,6 +100,9 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 		}
 	}
 	if fits < 500 {
-		t.Errorf("only %d nodes fit in 200 scenarios: the sums were hardly tried", fits)
+		t.Errorf("only %d nodes fit in 400 scenarios: the sums were hardly tried", fits)
+	}
+	if everywhere < 5 {
+		t.Errorf("the least free room decided only %d scenarios of 400: it was hardly tried", everywhere)
 	}
 }

@@ -1,11 +1,15 @@
 package fit
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,9 +136,82 @@ func TestSummarize_SaysHowMuchIsRequested(t *testing.T) {
 		{"never fits says the request is above allocatable", []NodeOutcome{never},
 			"memory request above allocatable (memory: asks 512Mi, at most 256Mi allocatable)"},
 	} {
-		got := (&Report{Outcomes: tc.outcomes}).Summarize()
+		got := NewReport(tc.outcomes).Summarize()
 		if len(got) != 1 || got[0].Why != tc.want || len(got[0].Nodes) != len(tc.outcomes) {
 			t.Errorf("%s: %+v, want one group of %d nodes: %q", tc.name, got, len(tc.outcomes), tc.want)
+		}
+	}
+}
+
+// A Report holds outcomes only where the Pod does not simply fit, yet
+// names every node, counts every kind and writes (and reads back) every
+// node's outcome in JSON, by node name; nodes not weighed stay counted
+// apart.
+func TestReport_KeepsOnlyWhatDoesNotFit(t *testing.T) {
+	fits := func(node string) NodeOutcome { return NodeOutcome{Node: node, Outcome: Outcome{Kind: Fits}} }
+	preempts := NodeOutcome{Node: "b", Outcome: Outcome{Kind: Preempts, Plugin: PluginNodeResourcesFit,
+		Victims: []Victim{{Key: "apps/web-1", Priority: 0}}}}
+	short := NodeOutcome{Node: "d", Outcome: Outcome{Kind: DoesNotFit, Plugin: PluginNodeResourcesFit,
+		Reasons: []string{"Insufficient cpu"}}}
+	all := []NodeOutcome{fits("a"), preempts, fits("c"), short, fits("e")}
+	r := NewReport([]NodeOutcome{short, fits("e"), fits("a"), preempts, fits("c")})
+	r.Unknown, r.Priority = 2, 1000
+	if len(r.others) != 2 {
+		t.Errorf("the report keeps %d outcomes, want the 2 that are not a plain fit", len(r.others))
+	}
+	if got := r.Outcomes(); !reflect.DeepEqual(got, all) {
+		t.Errorf("Outcomes() = %+v, want %+v", got, all)
+	}
+	if r.Covered() != 5 || r.Count(Fits) != 3 || r.Count(Preempts) != 1 || r.Count(DoesNotFit) != 1 || r.Lands() != 4 {
+		t.Errorf("Covered %d, fits %d, preempts %d, does not fit %d, lands %d; want 5, 3, 1, 1, 4",
+			r.Covered(), r.Count(Fits), r.Count(Preempts), r.Count(DoesNotFit), r.Lands())
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire struct {
+		Outcomes []NodeOutcome `json:"outcomes"`
+		Unknown  int           `json:"unknownNodes"`
+		Priority int32         `json:"priority"`
+	}
+	if err := json.Unmarshal(data, &wire); err != nil || !reflect.DeepEqual(wire.Outcomes, all) || wire.Unknown != 2 || wire.Priority != 1000 {
+		t.Errorf("JSON %s (%v), want every node's outcome, unknownNodes 2 and priority 1000", data, err)
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(&back, r) {
+		t.Errorf("read back from JSON: %+v (%v), want %+v", back, err, r)
+	}
+}
+
+// PredictDaemonSet walks the covered nodes beside the cluster's: nodes it
+// does not know or whose allocatable is unknown are counted apart wherever
+// they fall, and covered nodes out of order give the same report.
+func TestPredictDaemonSet_NodesUnknownOrOutOfOrder(t *testing.T) {
+	b := NewBuilder()
+	for _, name := range []string{"a", "b", "d", "f"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if name != "b" {
+			n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourcePods: resource.MustParse("10")}
+		}
+		if name == "f" {
+			n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("100m")
+		}
+		b.AddNode(n)
+	}
+	c := b.Build()
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "agent"}}
+	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}
+	want := "a=fits d=fits f=never-fits unknown=4"
+	for _, nodes := range [][]string{{"0", "a", "b", "c", "d", "e", "f"}, {"f", "e", "d", "c", "b", "a", "0"}} {
+		r := c.PredictDaemonSet(ds, nodes)
+		got := ""
+		for _, o := range r.Outcomes() {
+			got += o.Node + "=" + string(o.Kind) + " "
+		}
+		if got += fmt.Sprintf("unknown=%d", r.Unknown); got != want {
+			t.Errorf("covering %v: %s, want %s", nodes, got, want)
 		}
 	}
 }

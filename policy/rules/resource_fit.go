@@ -50,7 +50,7 @@ func checkResourceFit(ds *appsv1.DaemonSet, env *policy.Env, _ *policy.NoParams)
 			Remediation: "name a PriorityClass the cluster has (kubectl get priorityclasses), or create it first.",
 		}}
 	}
-	covered := len(r.Outcomes)
+	covered := r.Covered()
 	landing := r.Lands()
 	if covered == 0 || landing == covered {
 		return nil

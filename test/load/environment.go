@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -527,11 +528,16 @@ func daemonSet(name string) *appsv1.DaemonSet {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{corev1.LabelOSStable: "linux"},
+					// As a node agent asks: a priority that may preempt, and
+					// requests the webhook weighs on every node it covers.
+					PriorityClassName: "system-node-critical",
 					Tolerations: []corev1.Toleration{{Key: controlPlaneTaint, Operator: corev1.TolerationOpExists,
 						Effect: corev1.TaintEffectNoSchedule}},
 					Containers: []corev1.Container{{
 						Name:  "agent",
 						Image: "registry.example.com/agent:1.2.3",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 							HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstrPort(8080)},
 						}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -32,6 +33,12 @@ type pool struct {
 	taint                        string
 	// share is the pool's part of the workers, in thousandths.
 	share int
+	// cpu, memory and pods are what a node of the pool offers
+	// (status.allocatable), as a kubelet of that instance type reports
+	// it: the webhook weighs resource fit at every DaemonSet create.
+	cpu, memory string
+	pods        int
+	gpus        int
 }
 
 var zones = []string{"zone-a", "zone-b", "zone-c"}
@@ -39,13 +46,13 @@ var zones = []string{"zone-a", "zone-b", "zone-c"}
 // pools shape the fleet like a large cloud cluster: node pools of zone ×
 // instance type, a few tainted ones, and three control-plane nodes.
 var pools = []pool{
-	{name: "general", instanceType: "m6i.2xlarge", arch: "amd64", os: "linux", zones: zones, share: 500},
-	{name: "compute", instanceType: "c6i.4xlarge", arch: "amd64", os: "linux", zones: zones, share: 150},
-	{name: "memory", instanceType: "r6i.4xlarge", arch: "amd64", os: "linux", zones: zones, share: 100},
-	{name: "arm", instanceType: "m7g.4xlarge", arch: "arm64", os: "linux", zones: zones, share: 120},
-	{name: "gpu", instanceType: "g5.2xlarge", arch: "amd64", os: "linux", zones: zones[:2], share: 60, taint: "nvidia.com/gpu"},
-	{name: "infra", instanceType: "m6i.xlarge", arch: "amd64", os: "linux", zones: zones[:1], share: 40, taint: "dedicated"},
-	{name: "windows", instanceType: "m6i.2xlarge", arch: "amd64", os: "windows", zones: zones[2:], share: 30, taint: "os"},
+	{name: "general", instanceType: "m6i.2xlarge", arch: "amd64", os: "linux", zones: zones, share: 500, cpu: "7910m", memory: "31196Mi", pods: 58},
+	{name: "compute", instanceType: "c6i.4xlarge", arch: "amd64", os: "linux", zones: zones, share: 150, cpu: "15890m", memory: "30232Mi", pods: 234},
+	{name: "memory", instanceType: "r6i.4xlarge", arch: "amd64", os: "linux", zones: zones, share: 100, cpu: "15890m", memory: "124564Mi", pods: 234},
+	{name: "arm", instanceType: "m7g.4xlarge", arch: "arm64", os: "linux", zones: zones, share: 120, cpu: "15890m", memory: "61464Mi", pods: 234},
+	{name: "gpu", instanceType: "g5.2xlarge", arch: "amd64", os: "linux", zones: zones[:2], share: 60, taint: "nvidia.com/gpu", cpu: "7910m", memory: "30232Mi", pods: 58, gpus: 1},
+	{name: "infra", instanceType: "m6i.xlarge", arch: "amd64", os: "linux", zones: zones[:1], share: 40, taint: "dedicated", cpu: "3920m", memory: "15048Mi", pods: 58},
+	{name: "windows", instanceType: "m6i.2xlarge", arch: "amd64", os: "windows", zones: zones[2:], share: 30, taint: "os", cpu: "7910m", memory: "31196Mi", pods: 58},
 }
 
 // fleet is the Nodes of the run.
@@ -74,6 +81,12 @@ func newFleet(n, probes int) *fleet {
 			labels[k] = v
 		}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(p.cpu),
+			corev1.ResourceMemory: resource.MustParse(p.memory), corev1.ResourcePods: *resource.NewQuantity(int64(p.pods), resource.DecimalSI)}
+		if p.gpus > 0 {
+			node.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(int64(p.gpus), resource.DecimalSI)
+		}
+		node.Status.Capacity = node.Status.Allocatable
 		if p.taint != "" {
 			node.Spec.Taints = []corev1.Taint{{Key: p.taint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 		}
@@ -81,7 +94,8 @@ func newFleet(n, probes int) *fleet {
 		classes[fmt.Sprint(p.name, zone, p.taint, extra)] = true
 		return node
 	}
-	cp := pool{name: "control-plane", instanceType: "m6i.2xlarge", arch: "amd64", os: "linux", taint: controlPlaneTaint}
+	cp := pool{name: "control-plane", instanceType: "m6i.2xlarge", arch: "amd64", os: "linux", taint: controlPlaneTaint,
+		cpu: "7910m", memory: "31196Mi", pods: 58}
 	for i := range 3 {
 		add(fmt.Sprintf("cp-%d", i), cp, zones[i], map[string]string{controlPlaneTaint: ""})
 	}

@@ -371,8 +371,8 @@ func cliPredict(t *testing.T, scenarios []*scenario) map[string]fit.Outcome {
 	}
 	got := map[string]fit.Outcome{}
 	for _, r := range report.Results {
-		if r.Fit != nil && len(r.Fit.Outcomes) == 1 {
-			got[r.Name] = r.Fit.Outcomes[0].Outcome
+		if r.Fit != nil && r.Fit.Covered() == 1 {
+			got[r.Name] = r.Fit.Outcomes()[0].Outcome
 		}
 	}
 	return got
