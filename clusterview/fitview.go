@@ -530,7 +530,8 @@ var uidSeed = maphash.MakeSeed()
 
 // recordOf reduces a Pod (or passes a record on). A Pod that has finished
 // or is neither bound nor nominated has no place. The record shares what
-// it can: its namespace is a part of its key, its owner's name is interned.
+// it can: its namespace is a part of its key; its labels and its owner's
+// name are interned (intern) when the record is kept.
 func recordOf(obj any) (*podRecord, error) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -550,16 +551,37 @@ func recordOf(obj any) (*podRecord, error) {
 		if r.node == "" {
 			return r, nil
 		}
-		if r.rec, r.err = fit.PodOf(o); r.err != nil {
-			return r, nil
-		}
-		if r.rec.Owner != "" {
-			r.rec.Owner = unique.Make(r.rec.Owner).Value()
-		}
-		r.labels = unique.Make(fit.LabelsKey(o.Labels, ""))
+		r.rec, r.err = fit.PodOf(o)
 		return r, nil
 	}
 	return nil, fmt.Errorf("fit view: %T is not a Pod", obj)
+}
+
+// key is the Pod's namespace/name: the whole key its record holds.
+func (r *podRecord) key() string {
+	if r.rec.Shape != nil {
+		return r.rec.Prefix
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// share takes the interned labels of held, the record the view holds for
+// the Pod, when they are the Pod's: an update that changes nothing then
+// neither builds their key nor interns anything.
+func (r *podRecord) share(held *fit.Pod, labels unique.Handle[string]) {
+	if r.labels == (unique.Handle[string]{}) && maps.Equal(r.rec.Labels, held.Labels) {
+		r.labels = labels
+	}
+}
+
+// intern interns the record's labels and owner, where share has not.
+func (r *podRecord) intern() {
+	if r.labels == (unique.Handle[string]{}) {
+		r.labels = unique.Make(fit.LabelsKey(r.rec.Labels, ""))
+	}
+	if r.rec.Owner != "" {
+		r.rec.Owner = unique.Make(r.rec.Owner).Value()
+	}
 }
 
 func (s fitPodStore) Add(obj any) error    { return s.Update(obj) }
@@ -571,9 +593,15 @@ func (s fitPodStore) Delete(obj any) error { return s.each([]any{obj}, true, fal
 func (s fitPodStore) Replace(list []any, _ string) error { return s.each(list, false, true) }
 
 // Transformer reduces each Pod of a streamed list to its record as it
-// arrives, so the list never holds Pods.
+// arrives, so the list never holds Pods (nor their label maps).
 func (s fitPodStore) Transformer() toolscache.TransformFunc {
-	return func(obj any) (any, error) { return recordOf(obj) }
+	return func(obj any) (any, error) {
+		r, err := recordOf(obj)
+		if err == nil && r.rec.Shape != nil {
+			r.intern()
+		}
+		return r, err
+	}
 }
 
 func (s fitPodStore) each(objs []any, remove, complete bool) error {
@@ -590,7 +618,7 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 		if complete {
 			seen := make(map[string]bool, len(recs))
 			for _, r := range recs {
-				seen[r.Namespace+"/"+r.Name] = true
+				seen[r.key()] = true
 			}
 			for key := range v.pods {
 				if !seen[key] {
@@ -599,7 +627,7 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 			}
 		}
 		for _, r := range recs {
-			key := r.Namespace + "/" + r.Name
+			key := r.key()
 			switch {
 			case remove || r.node == "":
 				v.removePod(key)
@@ -623,14 +651,18 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 // of it changes nothing. mu is held.
 func (v *FitView) applyPod(key string, r *podRecord) {
 	if old, ok := v.pods[key]; ok {
-		if old.node.name == r.node && old.nominated == r.nominated && old.uid == r.uid && old.labels == r.labels {
+		if old.node.name == r.node && old.nominated == r.nominated && old.uid == r.uid {
 			held := *old.node.records(old.nominated)
-			if i := indexOf(held, key); i >= 0 && held[i].Same(&r.rec) {
-				return
+			if i := indexOf(held, key); i >= 0 {
+				r.share(&held[i], old.labels)
+				if old.labels == r.labels && held[i].Same(&r.rec) {
+					return
+				}
 			}
 		}
 		v.removePod(key)
 	}
+	r.intern()
 	fn := v.node(r.node)
 	rec := r.rec
 	rec.Labels = v.podLabels.hold(r.labels)

@@ -440,14 +440,7 @@ func (c *Cluster) next(at *int, name string) *Node {
 // without returns the node without the Pods of the named DaemonSet
 // (namespace/name), sharing what it can.
 func (n *Node) without(owner string) *Node {
-	found := false
-	for i := range n.Pods {
-		if n.Pods[i].Owner == owner {
-			found = true
-			break
-		}
-	}
-	if !found {
+	if !n.mayHold(owner) || !slices.ContainsFunc(n.Pods, func(p Pod) bool { return p.Owner == owner }) {
 		return n
 	}
 	m := *n

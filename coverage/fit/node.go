@@ -289,6 +289,16 @@ type Node struct {
 	summed bool
 	// ports is set by Sort when a Pod holds a host port.
 	ports bool
+	// owners are the DaemonSets (namespace/name) whose Pods the node
+	// holds, set by Sort: a prediction for one DaemonSet sets its own
+	// Pods aside, and on a node that holds none it need not look at the
+	// Pods (each of which is a look at memory of its own) to know.
+	owners []string
+}
+
+// mayHold reports whether the node may hold Pods of the DaemonSet owner.
+func (n *Node) mayHold(owner string) bool {
+	return owner != "" && (!n.summed || slices.Contains(n.owners, owner))
 }
 
 // fitsOutright reports whether a Pod asking for want fits on the node
@@ -302,10 +312,12 @@ func (n *Node) fitsOutright(want *Resources, owner string) bool {
 	}
 	count := int64(len(n.Pods))
 	var own Resources
-	for i := range n.Pods {
-		if p := &n.Pods[i]; p.Owner != "" && p.Owner == owner {
-			count--
-			own.Add(p.Requests)
+	if n.mayHold(owner) {
+		for i := range n.Pods {
+			if p := &n.Pods[i]; p.Owner == owner {
+				count--
+				own.Add(p.Requests)
+			}
 		}
 	}
 	if count+1 > n.AllowedPods {
@@ -420,11 +432,14 @@ func SortPods(pods []Pod) { slices.SortFunc(pods, func(a, b Pod) int { return mo
 // already in order (SortPods), without writing them: a caller that shares
 // them between Clusters publishes them so.
 func (n *Node) Sorted() {
-	n.workload, n.used, n.summed, n.ports = nil, Resources{}, true, false
+	n.workload, n.used, n.summed, n.ports, n.owners = nil, Resources{}, true, false, nil
 	for i := range n.Pods {
 		p := &n.Pods[i]
 		n.used.Add(p.Requests)
 		n.ports = n.ports || len(p.Ports) > 0
+		if p.Owner != "" && !slices.Contains(n.owners, p.Owner) {
+			n.owners = append(n.owners, p.Owner)
+		}
 		if p.Owner == "" && p.Priority <= HighestUserDefinablePriority &&
 			(n.workload == nil || p.Priority > n.workload.Priority ||
 				p.Priority == n.workload.Priority && compareKeys(p, n.workload) < 0) {

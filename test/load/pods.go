@@ -75,6 +75,11 @@ type podPhase struct {
 	// floor is the bare Pod watcher's use in the same window, nodeFloor
 	// the Node watcher's (dsguard watches both).
 	floor, nodeFloor usage
+	// idle and idleFloor are dsguard's and the bare Pod watcher's use in a
+	// window as long without updates, just before: what each spends with
+	// nothing to do (dsguard's lease, certificate and audit timers), so
+	// that the cost of the updates themselves can be told apart.
+	idle, idleFloor usage
 }
 
 // measurePods creates podsPerNode Pods bound to each node (as the scheduler
@@ -133,6 +138,20 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 	ph.after = env.memoryNow(fmt.Sprintf("at rest with %d Pods", n), r.opts.profile)
 	ph.watcherRSS, _ = watcher.rss()
 
+	logf("Pod phase: no updates for %s", r.opts.window)
+	var idleProf *profiler
+	if r.opts.profile != "" && env.dsguardPprof != "" {
+		idleProf = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-idle.pprof")}
+		idleProf.start(r.opts.window)
+	}
+	ph.idle, ph.idleFloor, err = idleUse(ctx, r.opts.window, env.dsguard, watcher)
+	if idleProf != nil {
+		err = errors.Join(err, idleProf.wait())
+	}
+	if err != nil {
+		return err
+	}
+	logf("  dsguard %.2f %% of a core, a bare Pod watcher %.2f %%", ph.idle.cpu*100, ph.idleFloor.cpu*100)
 	logf("Pod phase: 50 status updates/s for %s", r.opts.window)
 	s, err := env.dsguard.sample()
 	if err != nil {
@@ -177,6 +196,24 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		ph.use.cpu*100, ph.floor.cpu*100, ph.nodeFloor.cpu*100, ph.load.rate)
 	r.pods = &ph
 	return nil
+}
+
+// idleUse measures two processes side by side for window, with nothing
+// asked of them.
+func idleUse(ctx context.Context, window time.Duration, a, b *process) (usage, usage, error) {
+	sa, err := a.sample()
+	if err != nil {
+		return usage{}, usage{}, err
+	}
+	sb, err := b.sample()
+	if err != nil {
+		_, _ = sa.done()
+		return usage{}, usage{}, err
+	}
+	werr := sleep(ctx, window)
+	ua, aerr := sa.done()
+	ub, berr := sb.done()
+	return ua, ub, errors.Join(werr, aerr, berr)
 }
 
 // loadPod is the i-th Pod of the phase: one container with a request that
@@ -257,7 +294,11 @@ func (r *report) writePods(w io.Writer) {
 	fmt.Fprintf(w, "- the bare Pod watcher (keeps nothing) at rest: RSS %s\n", mib(p.watcherRSS))
 	fmt.Fprintf(w, "- under %.1f Pod status updates/s (a status message: no request, port, label or priority changes), %s each: "+
 		"dsguard %.2f %% of a core, the bare Pod watcher %.2f %% (%s; target ≤ 1.2×), the Node watcher %.2f %% "+
-		"(dsguard watches the Nodes too: against both watchers together, %s)\n\n",
+		"(dsguard watches the Nodes too: against both watchers together, %s)\n",
 		p.load.rate, r.opts.window, p.use.cpu*100, p.floor.cpu*100, ratio(p.use.cpu, p.floor.cpu), p.nodeFloor.cpu*100,
 		ratio(p.use.cpu, p.floor.cpu+p.nodeFloor.cpu))
+	fmt.Fprintf(w, "- without updates, %s just before: dsguard %.2f %% of a core, the bare Pod watcher %.2f %%; "+
+		"so the updates themselves cost dsguard %.2f points and the watcher %.2f (%s)\n\n",
+		r.opts.window, p.idle.cpu*100, p.idleFloor.cpu*100, (p.use.cpu-p.idle.cpu)*100, (p.floor.cpu-p.idleFloor.cpu)*100,
+		ratio(p.use.cpu-p.idle.cpu, p.floor.cpu-p.idleFloor.cpu))
 }
