@@ -19,7 +19,8 @@ import (
 // records of the Pods on them, its PriorityClasses and its namespaces'
 // labels. It holds no Pod objects.
 type Cluster struct {
-	nodes  map[string]*Node
+	// list is sorted by name: predictions walk it beside the covered
+	// nodes (next).
 	list   []*Node
 	domain *Domain
 	// ports is set when some Pod holds a host port, known when some
@@ -195,10 +196,8 @@ func (b *Builder) Build() *Cluster {
 // changed node rather than changing it. The cost is one step per node and
 // a look at each Pod (which nodes hold anti-affinity terms).
 func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces map[string]map[string]string) *Cluster {
-	c := &Cluster{nodes: make(map[string]*Node, len(list)), list: list, domain: NewDomain(list),
-		priorities: NewPriorities(classes), namespaces: namespaces}
+	c := &Cluster{list: list, domain: NewDomain(list), priorities: NewPriorities(classes), namespaces: namespaces}
 	for _, n := range list {
-		c.nodes[n.Name] = n
 		if n.Known() {
 			c.room.add(n, !c.known)
 			c.known = true
@@ -392,49 +391,29 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	outright := !slowPathOnly && len(cand.Ports) == 0 && len(cand.AntiAffinity) == 0 &&
 		len((&evaluation{c: cand, d: c.domain}).repelling()) == 0
 	everywhere := outright && c.room.holds(&cand.Requests)
-	// The covered nodes come sorted (coverage.EligibleNodes), as the
-	// cluster's do: each is found by walking both lists together rather
-	// than by a lookup per name. The report shares them unless some are
+	// The report shares the covered nodes (sorted: On) unless some are
 	// not weighed.
-	if !slices.IsSorted(nodes) {
-		nodes = slices.Sorted(slices.Values(nodes))
-	}
+	nodes = sortedNames(nodes)
 	r.nodes = nodes
-	at := 0
-	for i, name := range nodes {
-		n := c.next(&at, name)
+	i := 0
+	for name, n := range c.On(nodes) {
 		if n == nil || !n.Known() {
 			if r.Unknown++; r.Unknown == 1 {
 				r.nodes = slices.Clone(nodes[:i])
 			}
-			continue
+		} else {
+			if r.Unknown > 0 {
+				r.nodes = append(r.nodes, name)
+			}
+			if !everywhere && !(outright && n.fitsOutright(&cand.Requests, own)) {
+				if o := Predict(cand, n.without(own), c.domain); !o.fits() {
+					r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
+				}
+			}
 		}
-		if r.Unknown > 0 {
-			r.nodes = append(r.nodes, name)
-		}
-		if everywhere || outright && n.fitsOutright(&cand.Requests, own) {
-			continue
-		}
-		if o := Predict(cand, n.without(own), c.domain); !o.fits() {
-			r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
-		}
+		i++
 	}
 	return r
-}
-
-// next returns the node named name, or nil, looking from c.list[*at] on
-// and leaving *at after it: names asked in order are found in one pass.
-func (c *Cluster) next(at *int, name string) *Node {
-	for ; *at < len(c.list); *at++ {
-		switch strings.Compare(c.list[*at].Name, name) {
-		case 0:
-			*at++
-			return c.list[*at-1]
-		case 1:
-			return nil
-		}
-	}
-	return nil
 }
 
 // without returns the node without the Pods of the named DaemonSet

@@ -1,14 +1,51 @@
 package fit
 
 import (
+	"iter"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Node returns the named node, or nil when the cluster does not have it.
-func (c *Cluster) Node(name string) *Node { return c.nodes[name] }
+// On yields each of names with the cluster's node of that name, or nil
+// where the cluster does not have it, in name order. Names given sorted
+// (coverage.EligibleNodes) are found in one walk beside the cluster's own
+// sorted list, with no lookup per name; others are sorted first.
+func (c *Cluster) On(names []string) iter.Seq2[string, *Node] {
+	return func(yield func(string, *Node) bool) {
+		at := 0
+		for _, name := range sortedNames(names) {
+			if !yield(name, c.next(&at, name)) {
+				return
+			}
+		}
+	}
+}
+
+// sortedNames returns names when they are sorted, else a sorted copy.
+func sortedNames(names []string) []string {
+	if slices.IsSorted(names) {
+		return names
+	}
+	return slices.Sorted(slices.Values(names))
+}
+
+// next returns the node named name, or nil, looking from c.list[*at] on
+// and leaving *at after it: names asked in order are found in one pass.
+func (c *Cluster) next(at *int, name string) *Node {
+	for ; *at < len(c.list); *at++ {
+		switch strings.Compare(c.list[*at].Name, name) {
+		case 0:
+			*at++
+			return c.list[*at-1]
+		case 1:
+			return nil
+		}
+	}
+	return nil
+}
 
 // Nodes returns the cluster's nodes, sorted by name; they are only read.
 func (c *Cluster) Nodes() []*Node { return c.list }

@@ -415,7 +415,11 @@ func Aggregate(nodes []corev1.Node, pods []corev1.Pod) (map[string]*Node, error)
 			return nil, err
 		}
 	}
-	return b.Build().nodes, nil
+	out := make(map[string]*Node, len(nodes))
+	for _, n := range b.Build().list {
+		out[n.Name] = n
+	}
+	return out, nil
 }
 
 // Sort puts the node's Pods in the order Predict expects, most important

@@ -93,7 +93,7 @@ func TestBuilder_SharesShapesOfAWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pods := b.Build().nodes["n1"].Pods
+	pods := b.Build().list[0].Pods // the one node, n1
 	shapes := map[*Shape][]string{}
 	for i := range pods {
 		shapes[pods[i].Shape] = append(shapes[pods[i].Shape], pods[i].Key())

@@ -177,8 +177,7 @@ func (s *conflictScope) boundPods(f func(node *fit.Node, p *fit.Pod)) {
 	if s.env.Fit == nil {
 		return
 	}
-	for _, name := range s.covered {
-		n := s.env.Fit.Node(name)
+	for _, n := range s.env.Fit.On(s.covered) {
 		if n == nil {
 			continue
 		}
@@ -396,8 +395,8 @@ func (s *conflictScope) repellingPods(me *fit.Side, nsLabels func(string) map[st
 				if !ok {
 					continue
 				}
-				for _, c := range s.covered {
-					if cn := s.env.Fit.Node(c); cn != nil {
+				for c, cn := range s.env.Fit.On(s.covered) {
+					if cn != nil {
 						if cv, ok := cn.Label(key); ok && cv == v {
 							pods.add("(topologyKey "+key+")", p.Key(), c)
 						}
