@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,6 +66,14 @@ type Auditor struct {
 	// Reports publishes the audit as OpenReports Reports; nil skips them.
 	Reports *ReportWriter
 	Now     func() time.Time
+	// NodeChangeSpacing is the least time between two audits of one
+	// DaemonSet that node changes start; zero means
+	// DefaultNodeChangeSpacing. A change after a quiet spell is audited at
+	// once; under a stream of them (nodes joining one after another, taints
+	// coming and going) each DaemonSet is audited once per spacing with
+	// every change so far, not once per change: each audit weighs every
+	// node it covers.
+	NodeChangeSpacing time.Duration
 
 	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	// seen, gapClock and quiet belong to the worker goroutine.
@@ -77,7 +87,15 @@ type Auditor struct {
 	mu           sync.Mutex
 	nodeChanges  []clusterview.NodeChange
 	nodesChanged chan struct{}
+	// audited is when each DaemonSet's last audit began (monotonic time),
+	// for NodeChangeSpacing; under mu.
+	audited map[types.NamespacedName]time.Time
 }
+
+// DefaultNodeChangeSpacing keeps the time from a node change to its Event
+// well inside the few seconds an operator expects, and halves the audits a
+// stream of one change a second starts.
+const DefaultNodeChangeSpacing = 2 * time.Second
 
 // auditMemory is what the auditor remembers of a DaemonSet between passes, to
 // fire Events on changes only.
@@ -141,6 +159,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// coarseTicks is the real clock with tickers no faster than minQueueTick.
+// The audit queue's metrics refresh its unfinished-work gauges on a 500ms
+// ticker whether anything is queued or not, and on an idle dsguard those
+// wakeups were a good part of what it did. With it,
+// workqueue_unfinished_work_seconds and
+// workqueue_longest_running_processor_seconds move every 5 seconds, still
+// well inside a scrape interval. Timers (the queue's delays and backoffs)
+// keep their time.
+type coarseTicks struct{ clock.RealClock }
+
+const minQueueTick = 5 * time.Second
+
+func (coarseTicks) NewTicker(d time.Duration) clock.Ticker {
+	return clock.RealClock{}.NewTicker(max(d, minQueueTick))
+}
+
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
 func (a *Auditor) NeedLeaderElection() bool { return true }
 
@@ -163,7 +197,7 @@ func (a *Auditor) Start(ctx context.Context) error {
 	// an earlier term may still be running when a new term replaces it (the
 	// race detector caught one), and a shut-down queue ignores what it adds.
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dsguard_audit"})
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dsguard_audit", Clock: coarseTicks{}})
 	a.queue = queue
 	defer queue.ShutDown()
 
@@ -236,10 +270,10 @@ func (a *Auditor) Start(ctx context.Context) error {
 
 	tick := time.NewTicker(a.Interval)
 	defer tick.Stop()
-	// The policy is checked often and cheaply: a new generation re-audits
-	// every DaemonSet, since any rule may judge them differently.
-	policyTick := time.NewTicker(time.Second)
-	defer policyTick.Stop()
+	// A new policy generation re-audits every DaemonSet, since any rule may
+	// judge them differently. The source says when it changes: an idle
+	// auditor wakes for nothing else than its interval.
+	policyChanged := a.Source.Changed()
 	var generation int64
 	if p := a.Source.Current(); p != nil {
 		generation = p.Generation
@@ -250,7 +284,8 @@ func (a *Auditor) Start(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			a.enqueueAll(ctx)
-		case <-policyTick.C:
+		case <-policyChanged:
+			policyChanged = a.Source.Changed()
 			if p := a.Source.Current(); p != nil && p.Generation != generation {
 				generation = p.Generation
 				a.enqueueAll(ctx)
@@ -307,14 +342,44 @@ func (a *Auditor) enqueueForNodes(ctx context.Context) {
 		a.Log.Error(err, "listing DaemonSets")
 		return
 	}
+	spacing := cmp.Or(a.NodeChangeSpacing, DefaultNodeChangeSpacing)
+	now := time.Now()
 	for _, ds := range dss {
 		for _, c := range changes {
 			if c.Old == nil || c.New == nil || coverage.Decide(ds, c.Old) != coverage.Decide(ds, c.New) {
-				a.queue.Add(types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
+				key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+				// A DaemonSet waiting in the queue collects the later
+				// changes too: the delaying queue keeps the earliest time.
+				if wait := spacing - now.Sub(a.lastAudited(key)); wait > 0 {
+					a.queue.AddAfter(key, wait)
+				} else {
+					a.queue.Add(key)
+				}
 				break
 			}
 		}
 	}
+}
+
+// lastAudited returns when key's last audit began; zero when never.
+func (a *Auditor) lastAudited(key types.NamespacedName) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.audited[key]
+}
+
+// markAudited records that key's audit begins now, or forgets key.
+func (a *Auditor) markAudited(key types.NamespacedName, gone bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if gone {
+		delete(a.audited, key)
+		return
+	}
+	if a.audited == nil {
+		a.audited = map[types.NamespacedName]time.Time{}
+	}
+	a.audited[key] = time.Now()
 }
 
 // processNext audits the next DaemonSet of the queue; false once the queue
@@ -339,6 +404,7 @@ var errNotReady = errors.New("the node view or the policy is not ready yet")
 
 // audit audits one DaemonSet, or forgets it when it is gone.
 func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
+	a.markAudited(key, false) // before reading anything: see enqueueForNodes
 	snap := a.Nodes.Snapshot()
 	active := a.Source.Current()
 	if snap == nil || active == nil {
@@ -357,6 +423,7 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		ds = nil
 	}
 	if ds == nil || ds.DeletionTimestamp != nil {
+		a.markAudited(key, true)
 		delete(a.seen, key)
 		delete(a.quiet, key)
 		a.gapClock.Forget(key)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -220,6 +221,14 @@ func TestAuditor_LeavesTheDaemonSetAlone(t *testing.T) {
 // pool a until the test ends.
 func startNodeView(t *testing.T) *clusterview.NodeView {
 	t.Helper()
+	nodes, _ := startNodeViewOf(t)
+	return nodes
+}
+
+// startNodeViewOf is startNodeView with the source of its nodes, to change
+// them.
+func startNodeViewOf(t *testing.T) (*clusterview.NodeView, *fcache.FakeControllerSource) {
+	t.Helper()
 	nodeSource := fcache.NewFakeControllerSource()
 	t.Cleanup(nodeSource.Shutdown)
 	nodeSource.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
@@ -236,7 +245,7 @@ func startNodeView(t *testing.T) *clusterview.NodeView {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the node view did not list the nodes within 10s")
 	}
-	return nodes
+	return nodes, nodeSource
 }
 
 // TestAuditor_SkipsAnAuditNothingCanChange: the periodic pass re-audits
@@ -350,4 +359,112 @@ func (c *sharedCache) List(_ context.Context, list client.ObjectList, opts ...cl
 		}
 	}
 	return nil
+}
+
+// TestAuditor_NewPolicyReauditsAtOnce: a new policy re-audits every
+// DaemonSet when it becomes active, not at the next periodic pass (an hour
+// away here). The DaemonSet has no readiness probe; the first policy turns
+// readiness-probe off, so the first pass finds nothing to say; the defaults
+// then warn about it, and only an audit under them emits the Event.
+func TestAuditor_NewPolicyReauditsAtOnce(t *testing.T) {
+	nodes := startNodeView(t)
+	source := clusterview.NewPolicySource(nil)
+	if err := source.Load([]byte("apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nrules:\n  readiness-probe: {action: \"off\"}\n"),
+		"test"); err != nil {
+		t.Fatal(err)
+	}
+	ds := auditDS("agent", 3, 3, corev1.Toleration{Operator: corev1.TolerationOpExists})
+	ds.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
+	reg := prometheus.NewRegistry()
+	recorder := events.NewFakeRecorder(100)
+	a := loneAuditor(ds, nodes, source, recorder, reg)
+	runAuditor(t, a)
+	// The first pass has audited the DaemonSet once its gauges are out.
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := testutil.GatherAndCount(reg, "dsguard_daemonset_predicted_nodes"); n == 0; n, _ = testutil.GatherAndCount(reg, "dsguard_daemonset_predicted_nodes") {
+		if time.Now().After(deadline) {
+			t.Fatal("the first pass did not audit the DaemonSet within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(recorder.Events) > 0 {
+		t.Fatalf("the first pass emitted %q; with readiness-probe off there is nothing to say", <-recorder.Events)
+	}
+	source.UseDefaults("test")
+	select {
+	case e := <-recorder.Events:
+		if !strings.Contains(e, "readinessProbe") {
+			t.Errorf("Event %q, want the readiness-probe finding", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Event within 10s of the new policy: the auditor did not re-audit")
+	}
+}
+
+// TestAuditor_NodeChangesSpaceAudits: a node change after a quiet spell is
+// audited at once; a second one right after waits until the spacing since
+// the DaemonSet's last audit is over, and is audited then, not lost.
+func TestAuditor_NodeChangesSpaceAudits(t *testing.T) {
+	nodes, nodeSource := startNodeViewOf(t)
+	source := clusterview.NewPolicySource(nil)
+	source.UseDefaults("test")
+	ds := auditDS("agent", 2, 2) // the workers: no toleration for any taint
+	const spacing = 1500 * time.Millisecond
+	recorder := events.NewFakeRecorder(100)
+	a := loneAuditor(ds, nodes, source, recorder, prometheus.NewRegistry())
+	a.NodeChangeSpacing = spacing
+	runAuditor(t, a)
+	taint := func(name string) time.Time {
+		nodeSource.Modify(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "a"}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/drain", Effect: corev1.TaintEffectNoSchedule}}}})
+		return time.Now()
+	}
+	reduced := func(what string) time.Time {
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case e := <-recorder.Events:
+				if strings.Contains(e, "CoverageReduced") {
+					return time.Now()
+				}
+			case <-deadline:
+				t.Fatalf("no CoverageReduced Event within 10s of %s", what)
+			}
+		}
+	}
+	// Past the quiet first pass: the spacing since it is over.
+	time.Sleep(spacing + 200*time.Millisecond)
+	first := taint("worker-1")
+	firstEvent := reduced("the first taint")
+	if took := firstEvent.Sub(first); took >= spacing {
+		t.Errorf("the first change after a quiet spell took %s to its Event; it should be audited at once", took)
+	}
+	taint("worker-2")
+	if secondEvent := reduced("the second taint"); secondEvent.Sub(first) < spacing {
+		t.Errorf("the second change was audited %s after the first; the spacing is %s", secondEvent.Sub(first), spacing)
+	}
+}
+
+// loneAuditor audits ds alone, with no periodic pass within a test's time.
+func loneAuditor(ds *appsv1.DaemonSet, nodes *clusterview.NodeView, source *clusterview.PolicySource,
+	recorder events.EventRecorder, reg prometheus.Registerer) *Auditor {
+	return &Auditor{Cache: &sharedCache{objects: map[types.NamespacedName]*appsv1.DaemonSet{{Namespace: ds.Namespace, Name: ds.Name}: ds}},
+		Nodes: nodes, Source: source, Recorder: recorder, Log: logr.Discard(), Metrics: NewMetrics(reg),
+		Interval: time.Hour, Window: time.Hour,
+		Others: func(context.Context) ([]*appsv1.DaemonSet, error) { return []*appsv1.DaemonSet{ds}, nil }}
+}
+
+// runAuditor runs a's loop until the test ends, and fails the test when it
+// stops with an error.
+func runAuditor(t *testing.T, a *Auditor) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("the auditor stopped with %v", err)
+		}
+	})
 }

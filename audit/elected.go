@@ -30,9 +30,23 @@ type Elected struct {
 	// Log receives leadership changes.
 	Log logr.Logger
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; zero
-	// means controller-runtime's defaults (15s, 10s, 2s).
+	// means DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
+
+// The audit lease's defaults are slower than controller-runtime's (15s, 10s,
+// 2s). The leader renews once per retry period, and at 2s those renewals,
+// each a request and the wakeups of the goroutines that carry it, were most
+// of what an idle dsguard did. Nothing waits on the auditor as it waits on
+// the webhook: a takeover within a lease duration (a minute) after a leader
+// vanishes, or a retry period after it hands the lease back on shutdown, is
+// soon enough for Events and metrics. A longer renew deadline also lets the
+// leader ride out a longer API server outage without giving up the lease.
+const (
+	DefaultLeaseDuration = 60 * time.Second
+	DefaultRenewDeadline = 40 * time.Second
+	DefaultRetryPeriod   = 10 * time.Second
+)
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: Elected does
 // its own election, so the manager starts it on every replica.
@@ -46,9 +60,9 @@ func (e *Elected) Start(ctx context.Context) error {
 	cfg := leaderelection.LeaderElectionConfig{
 		Lock:            e.Lock,
 		Name:            e.Lock.Describe(),
-		LeaseDuration:   orDefault(e.LeaseDuration, 15*time.Second),
-		RenewDeadline:   orDefault(e.RenewDeadline, 10*time.Second),
-		RetryPeriod:     orDefault(e.RetryPeriod, 2*time.Second),
+		LeaseDuration:   orDefault(e.LeaseDuration, DefaultLeaseDuration),
+		RenewDeadline:   orDefault(e.RenewDeadline, DefaultRenewDeadline),
+		RetryPeriod:     orDefault(e.RetryPeriod, DefaultRetryPeriod),
 		ReleaseOnCancel: true,
 	}
 	// The metric leader_election_master_status is labelled with the name;

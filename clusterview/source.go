@@ -18,6 +18,9 @@ type PolicySource struct {
 	metrics *PolicyMetrics
 
 	mu sync.Mutex // serialises loads so generations increase in order
+	// changed is closed when the active policy changes (under mu); nil
+	// until Changed asks for it.
+	changed chan struct{}
 	// degraded is read lock-free on every request (its warning goes on
 	// every response); written under mu.
 	degraded atomic.Pointer[degradation]
@@ -47,6 +50,18 @@ func NewPolicySource(m *PolicyMetrics) *PolicySource {
 
 // Current returns the active policy, or nil before the first load.
 func (s *PolicySource) Current() *ActivePolicy { return s.active.Load() }
+
+// Changed returns a channel closed when the active policy next changes. A
+// caller reads Current after Changed, so that a change between the two
+// closes the channel it holds.
+func (s *PolicySource) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
 
 // Load parses and validates data and, when it is good, makes it the active
 // policy; when it is bad, see Reject.
@@ -185,6 +200,10 @@ func (s *PolicySource) swap(p *policy.Policy, data []byte, origin string) {
 		gen = old.Generation + 1
 	}
 	s.active.Store(&ActivePolicy{Policy: p, Generation: gen, Origin: origin, document: data})
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	if s.metrics != nil {
 		s.metrics.PolicyGeneration.Set(float64(gen))
 		weak := map[string]bool{}

@@ -37,3 +37,48 @@ func TestPolicySource_KeepsTheLastGoodPolicy(t *testing.T) {
 			testutil.ToFloat64(m.PolicyDegraded), testutil.ToFloat64(m.PolicyGeneration))
 	}
 }
+
+// TestPolicySource_ChangedClosesOnEveryNewPolicy: the channel Changed
+// hands out is closed by each new active policy, whichever way it came,
+// and by nothing else: a rejected document that leaves the active policy
+// in force is no change.
+func TestPolicySource_ChangedClosesOnEveryNewPolicy(t *testing.T) {
+	const good = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"
+	src := NewPolicySource(nil)
+	for _, step := range []struct {
+		name    string
+		do      func() error
+		changes bool
+	}{
+		{"the first document", func() error { return src.Load([]byte(good), "v1") }, true},
+		{"a rejected document", func() error {
+			if src.Load([]byte(good+"enforcement: block\n"), "v2") == nil {
+				t.Error("an invalid policy loaded without error")
+			}
+			return nil
+		}, false},
+		{"a good document", func() error { return src.Load([]byte(good+"enforcement: warn\n"), "v3") }, true},
+		{"a refresh", src.Refresh, true},
+		{"the last good document", func() error { return src.LoadLastGood([]byte(good), "last good", nil) }, true},
+		{"the defaults", func() error { src.UseDefaults("test"); return nil }, true},
+	} {
+		changed := src.Changed()
+		before := src.Current()
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		select {
+		case <-changed:
+			if !step.changes {
+				t.Errorf("%s closed the channel; the active policy is still generation %d", step.name, src.Current().Generation)
+			}
+			if src.Current() == before {
+				t.Errorf("%s closed the channel before a new policy was active", step.name)
+			}
+		default:
+			if step.changes {
+				t.Errorf("%s made generation %d active without closing the channel", step.name, src.Current().Generation)
+			}
+		}
+	}
+}

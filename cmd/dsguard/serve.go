@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +60,7 @@ type serveOptions struct {
 	drainDelay      time.Duration
 	nodeStaleAfter  time.Duration
 	leaderElect     bool
+	lease           auditLeaseTiming
 	auditInterval   time.Duration
 	gapWindow       time.Duration
 	certMode        string
@@ -133,6 +136,9 @@ func newServeCommand() *cobra.Command {
 	f.BoolVar(&o.apiCompression, "api-compression", false, "ask the API server for gzip-compressed responses (it then compresses every Node update on the node view's watch): off, as kube-controller-manager and kube-scheduler keep it on a cluster network; on for an API server behind a slow link")
 	o.modes.bindFlags(cmd)
 	f.BoolVar(&o.leaderElect, "leader-elect", true, "elect one replica to re-evaluate coverage on node changes and emit Events (a Lease in --namespace)")
+	f.DurationVar(&o.lease.duration, "audit-lease-duration", audit.DefaultLeaseDuration, "how long the audit Lease holds without a renewal: the longest a vanished leader keeps the others from auditing")
+	f.DurationVar(&o.lease.renewDeadline, "audit-lease-renew-deadline", audit.DefaultRenewDeadline, "how long the audit leader keeps trying to renew before it stops auditing (less than --audit-lease-duration)")
+	f.DurationVar(&o.lease.retryPeriod, "audit-lease-retry-period", audit.DefaultRetryPeriod, "how often the audit leader renews the Lease and the others try to take it")
 	gofs := flag.NewFlagSet("", flag.ContinueOnError)
 	o.zap.BindFlags(gofs)
 	f.AddGoFlagSet(gofs)
@@ -147,6 +153,9 @@ func newServeCommand() *cobra.Command {
 // views of the cluster, the auditor, the admission handlers and the health
 // checks. Each step is one function below.
 func runServe(o *serveOptions) error {
+	if err := o.lease.validate(); err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("serve")
 	setMemoryLimit(log)
@@ -408,6 +417,26 @@ func addFitView(mgr ctrl.Manager, after <-chan struct{}) (*clusterview.FitView, 
 // auditLease is the Lease in dsguard's namespace that elects the auditor.
 const auditLease = "dsguard-coverage"
 
+// auditLeaseTiming is the audit Lease's timing (--audit-lease-*).
+type auditLeaseTiming struct{ duration, renewDeadline, retryPeriod time.Duration }
+
+// validate refuses what client-go's leader election would refuse only once
+// the manager runs: a renew deadline not under the lease duration, or not
+// above the jittered retry period.
+func (l auditLeaseTiming) validate() error {
+	if l.duration <= 0 || l.renewDeadline <= 0 || l.retryPeriod <= 0 {
+		return errors.New("--audit-lease-duration, --audit-lease-renew-deadline and --audit-lease-retry-period must be positive")
+	}
+	if l.renewDeadline >= l.duration {
+		return fmt.Errorf("--audit-lease-renew-deadline (%s) must be less than --audit-lease-duration (%s)", l.renewDeadline, l.duration)
+	}
+	if float64(l.renewDeadline) <= leaderelection.JitterFactor*float64(l.retryPeriod) {
+		return fmt.Errorf("--audit-lease-renew-deadline (%s) must be more than %.1f × --audit-lease-retry-period (%s)",
+			l.renewDeadline, leaderelection.JitterFactor, l.retryPeriod)
+	}
+	return nil
+}
+
 // addAuditor adds the auditor and its OpenReports writer, elected by a Lease
 // of its own (audit.Elected) unless --leader-elect=false.
 func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySource, nodes *clusterview.NodeView,
@@ -439,7 +468,8 @@ func (o *serveOptions) addAuditor(mgr ctrl.Manager, source *clusterview.PolicySo
 		if err != nil {
 			return err
 		}
-		auditor = &audit.Elected{Runnable: auditor, Lock: lock, Log: ctrl.Log.WithName("audit-lease")}
+		auditor = &audit.Elected{Runnable: auditor, Lock: lock, Log: ctrl.Log.WithName("audit-lease"),
+			LeaseDuration: o.lease.duration, RenewDeadline: o.lease.renewDeadline, RetryPeriod: o.lease.retryPeriod}
 	}
 	return mgr.Add(auditor)
 }

@@ -20,8 +20,10 @@ import (
 // labels. It holds no Pod objects.
 type Cluster struct {
 	// list is sorted by name: predictions walk it beside the covered
-	// nodes (next).
+	// nodes (next). names are its nodes' names, in one array: the walk
+	// reads them without loading each node.
 	list   []*Node
+	names  []string
 	domain *Domain
 	// ports is set when some Pod holds a host port, known when some
 	// node's allocatable is.
@@ -196,8 +198,10 @@ func (b *Builder) Build() *Cluster {
 // changed node rather than changing it. The cost is one step per node and
 // a look at each Pod (which nodes hold anti-affinity terms).
 func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces map[string]map[string]string) *Cluster {
-	c := &Cluster{list: list, domain: NewDomain(list), priorities: NewPriorities(classes), namespaces: namespaces}
-	for _, n := range list {
+	c := &Cluster{list: list, names: make([]string, len(list)), domain: NewDomain(list), priorities: NewPriorities(classes),
+		namespaces: namespaces}
+	for i, n := range list {
+		c.names[i] = n.Name
 		if n.Known() {
 			c.room.add(n, !c.known)
 			c.known = true
@@ -391,29 +395,42 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	outright := !slowPathOnly && len(cand.Ports) == 0 && len(cand.AntiAffinity) == 0 &&
 		len((&evaluation{c: cand, d: c.domain}).repelling()) == 0
 	everywhere := outright && c.room.holds(&cand.Requests)
-	// The report shares the covered nodes (sorted: On) unless some are
-	// not weighed.
-	nodes = sortedNames(nodes)
-	r.nodes = nodes
-	i := 0
-	for name, n := range c.On(nodes) {
+	if c.predictOn(r, cand, own, outright, everywhere, nodes, true) {
+		return r
+	}
+	// A name came out of order: the report lists the nodes sorted.
+	c.predictOn(r, cand, own, outright, everywhere, slices.Sorted(slices.Values(nodes)), false)
+	return r
+}
+
+// predictOn fills r with the outcomes on nodes, and shares nodes as the
+// report's own unless some are not weighed. With inOrder it stops, false,
+// at a name out of order (next), for r to be filled again from a sorted
+// copy; a sorted copy may still hold a name twice.
+func (c *Cluster) predictOn(r *Report, cand *Candidate, own string, outright, everywhere bool, nodes []string, inOrder bool) bool {
+	r.nodes, r.others, r.Unknown = nodes, nil, 0
+	at := 0
+	for i, name := range nodes {
+		n, ordered := c.next(&at, name)
+		if inOrder && !ordered {
+			return false
+		}
 		if n == nil || !n.Known() {
 			if r.Unknown++; r.Unknown == 1 {
 				r.nodes = slices.Clone(nodes[:i])
 			}
-		} else {
-			if r.Unknown > 0 {
-				r.nodes = append(r.nodes, name)
-			}
-			if !everywhere && !(outright && n.fitsOutright(&cand.Requests, own)) {
-				if o := Predict(cand, n.without(own), c.domain); !o.fits() {
-					r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
-				}
+			continue
+		}
+		if r.Unknown > 0 {
+			r.nodes = append(r.nodes, name)
+		}
+		if !everywhere && !(outright && n.fitsOutright(&cand.Requests, own)) {
+			if o := Predict(cand, n.without(own), c.domain); !o.fits() {
+				r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
 			}
 		}
-		i++
 	}
-	return r
+	return true
 }
 
 // without returns the node without the Pods of the named DaemonSet

@@ -203,15 +203,25 @@ func TestPredictDaemonSet_NodesUnknownOrOutOfOrder(t *testing.T) {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "agent"}}
 	ds.Spec.Template.Spec.Containers = []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}
-	want := "a=fits d=fits f=never-fits unknown=4"
-	for _, nodes := range [][]string{{"0", "a", "b", "c", "d", "e", "f"}, {"f", "e", "d", "c", "b", "a", "0"}} {
-		r := c.PredictDaemonSet(ds, nodes)
+	for _, tc := range []struct {
+		nodes []string
+		want  string
+	}{
+		{[]string{"0", "a", "b", "c", "d", "e", "f"}, "a=fits d=fits f=never-fits unknown=4"},
+		{[]string{"f", "e", "d", "c", "b", "a", "0"}, "a=fits d=fits f=never-fits unknown=4"},
+		// Out of order only after an unknown name, the walk having passed
+		// what comes next; and a name twice, sorted or not.
+		{[]string{"a", "z", "d"}, "a=fits d=fits unknown=1"},
+		{[]string{"a", "d", "d", "f"}, "a=fits d=fits d=fits f=never-fits unknown=0"},
+		{[]string{"d", "a", "d"}, "a=fits d=fits d=fits unknown=0"},
+	} {
+		r := c.PredictDaemonSet(ds, tc.nodes)
 		got := ""
 		for _, o := range r.Outcomes() {
 			got += o.Node + "=" + string(o.Kind) + " "
 		}
-		if got += fmt.Sprintf("unknown=%d", r.Unknown); got != want {
-			t.Errorf("covering %v: %s, want %s", nodes, got, want)
+		if got += fmt.Sprintf("unknown=%d", r.Unknown); got != tc.want {
+			t.Errorf("covering %v: %s, want %s", tc.nodes, got, tc.want)
 		}
 	}
 }

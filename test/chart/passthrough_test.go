@@ -16,7 +16,8 @@ func TestTemplate_PassThrough(t *testing.T) {
 				"--set", "extraArgs[0]=--api-compression=true",
 				"--set", "extraEnv[0].name=GODEBUG", "--set", "extraEnv[0].value=http2client=0",
 				"--set", "commonLabels.team=platform",
-				"--set", "audit.interval=1m", "--set", "audit.gapWindow=10m", "--set", "nodeView.stalenessBound=5m", "--set", "fit.enabled=false",
+				"--set", "audit.interval=1m", "--set", "audit.gapWindow=10m", "--set", "leaderElection.leaseDuration=30s",
+				"--set", "leaderElection.renewDeadline=20s", "--set", "leaderElection.retryPeriod=5s", "--set", "nodeView.stalenessBound=5m", "--set", "fit.enabled=false",
 				"--set", "webhook.maxConnections=512", "--set", "webhook.requestReadTimeout=15s", "--set", "metrics.maxConnections=8",
 				"--set", "metrics.serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true",
 				"--set-string", `webhook.annotations.admissions\.enforcer/disabled=true`))
@@ -35,7 +36,8 @@ func TestTemplate_PassThrough(t *testing.T) {
 			}
 			container := get(deploy[0], "spec", "template", "spec", "containers", 0)
 			args, _ := get(container, "args").([]any)
-			for _, want := range []string{"--audit-interval=1m", "--gap-window=10m", "--node-staleness-bound=5m", "--fit=false",
+			for _, want := range []string{"--audit-interval=1m", "--gap-window=10m", "--audit-lease-duration=30s",
+				"--audit-lease-renew-deadline=20s", "--audit-lease-retry-period=5s", "--node-staleness-bound=5m", "--fit=false",
 				"--max-connections=512", "--request-read-timeout=15s", "--metrics-max-connections=8"} {
 				if !slices.Contains(args, any(want)) {
 					t.Errorf("args lack %s: %v", want, args)

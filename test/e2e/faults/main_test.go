@@ -35,6 +35,10 @@ var soakFor = flag.Duration("soak", 60*time.Second, "how long TestSoak runs (mak
 func TestMain(m *testing.M) {
 	os.Exit(framework.RunSuite(m, "faults e2e", framework.Options{
 		Nodes: framework.SmallCluster, Replicas: 2,
+		// controller-runtime's lease timing rather than dsguard's slower
+		// defaults: TestLeaderCut_WebhookServesAndLeaseMoves cuts the leader off for 30 seconds
+		// and wants the lease to move within them.
+		DsguardArgs: []string{"--audit-lease-duration=15s", "--audit-lease-renew-deadline=10s", "--audit-lease-retry-period=2s"},
 	}, func(_ context.Context, s *framework.Suite) error {
 		cluster = s.Cluster
 		cfg := cluster.Config()
