@@ -2,7 +2,9 @@ package coverage
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,26 +30,70 @@ func EligibleNodes(cov *Coverage, nodes *NodeSnapshot) []string {
 	if cov.Skipped() == 0 && cov.Eligible == len(o.names) {
 		return o.names[:len(o.names):len(o.names)]
 	}
-	skipped := make([]bool, len(o.names))
+	skipped := make([]uint64, (len(o.names)+63)/64)
 	for _, s := range cov.Skips {
 		for _, r := range s.runs {
 			at, ok := o.positions(&r)
 			if !ok {
 				return eligibleByName(cov, o.names)
 			}
-			r.each(func(i int32) { skipped[at[i]] = true })
+			r.each(func(i int32) { skipped[at[i]/64] |= 1 << (at[i] % 64) })
 		}
 		if s.runs == nil && len(s.names) > 0 {
 			return eligibleByName(cov, o.names)
 		}
 	}
-	out := make([]string, 0, cov.Eligible)
-	for i, n := range o.names {
-		if !skipped[i] {
-			out = append(out, n)
+	return nodes.eligible.list(skipped, func() []string {
+		out := make([]string, 0, cov.Eligible)
+		for i, n := range o.names {
+			if skipped[i/64]&(1<<(i%64)) == 0 {
+				out = append(out, n)
+			}
+		}
+		return out[:len(out):len(out)]
+	})
+}
+
+// eligibleCache keeps the last few lists EligibleNodes made on a snapshot,
+// by the set of positions they skip. The DaemonSets of a cluster skip
+// alike (the control plane, a tainted pool), and a node change makes a
+// snapshot that the auditor then weighs every DaemonSet it moves on: each
+// would make the same list of thousands of names again.
+type eligibleCache struct {
+	mu    sync.Mutex
+	lists []eligibleList
+}
+
+type eligibleList struct {
+	skipped []uint64
+	names   []string
+}
+
+// eligibleCached is how many lists a snapshot keeps: at 65,000 nodes a
+// list is about 1 MB.
+const eligibleCached = 4
+
+// list returns the list made for skipped, making it with build when there
+// is none.
+func (c *eligibleCache) list(skipped []uint64, build func() []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, l := range c.lists {
+		if slices.Equal(l.skipped, skipped) {
+			// The most recent first: a stream of DaemonSets alike keeps
+			// theirs.
+			copy(c.lists[1:i+1], c.lists[:i])
+			c.lists[0] = l
+			return l.names
 		}
 	}
-	return out
+	l := eligibleList{skipped: skipped, names: build()}
+	if len(c.lists) < eligibleCached {
+		c.lists = append(c.lists, eligibleList{})
+	}
+	copy(c.lists[1:], c.lists[:len(c.lists)-1])
+	c.lists[0] = l
+	return l.names
 }
 
 // eligibleByName is EligibleNodes for skips that are not runs of the

@@ -1,7 +1,9 @@
 package coverage
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,5 +91,67 @@ func TestEligibleNodes(t *testing.T) {
 	cov := Predict(&appsv1.DaemonSet{}, nodes)
 	if got := EligibleNodes(&cov, nodes); !reflect.DeepEqual(got, []string{"w-1", "w-2"}) {
 		t.Errorf("eligible = %v, want [w-1 w-2]", got)
+	}
+}
+
+// TestEligibleCache_SameSkipsSameList: a skip set asked again gets the list
+// made for it, without making it again, as long as it is among the last
+// four asked; another set never gets it.
+func TestEligibleCache_SameSkipsSameList(t *testing.T) {
+	var c eligibleCache
+	builds := 0
+	ask := func(set uint64) []string {
+		return c.list([]uint64{set, 0}, func() []string {
+			builds++
+			return []string{fmt.Sprint(set)}
+		})
+	}
+	for _, step := range []struct {
+		set   uint64
+		built bool
+	}{
+		{1, true}, {1, false}, {2, true}, {3, true}, {4, true}, {1, false}, // 1 is the most recent again
+		{5, true}, // 2, the least recent, goes
+		{2, true}, {4, false}, {5, false}, {1, false},
+	} {
+		before := builds
+		got := ask(step.set)
+		if len(got) != 1 || got[0] != fmt.Sprint(step.set) {
+			t.Fatalf("skip set %d: list %v", step.set, got)
+		}
+		if built := builds > before; built != step.built {
+			t.Errorf("skip set %d: made again %v, want %v", step.set, built, step.built)
+		}
+	}
+}
+
+// TestEligibleNodes_SharedBetweenDaemonSetsAlike: two DaemonSets that skip
+// the same nodes of a snapshot get one list; one that skips others its own.
+func TestEligibleNodes_SharedBetweenDaemonSetsAlike(t *testing.T) {
+	snap := NewNodeSnapshot([]*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{"pool": "gpu"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "w-1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "w-2"}},
+	})
+	ds := func(name string, selector map[string]string) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		d.Spec.Template.Spec.NodeSelector = selector
+		return d
+	}
+	eligible := func(d *appsv1.DaemonSet) []string {
+		cov := Predict(d, snap)
+		return EligibleNodes(&cov, snap)
+	}
+	a, b, gpu := eligible(ds("a", nil)), eligible(ds("b", nil)), eligible(ds("gpu", map[string]string{"pool": "gpu"}))
+	if !slices.Equal(a, []string{"gpu-1", "w-1", "w-2"}) || !slices.Equal(gpu, []string{"gpu-1"}) {
+		t.Fatalf("eligible: %v and %v", a, gpu)
+	}
+	if &a[0] != &b[0] {
+		t.Error("two DaemonSets that skip alike got two lists")
+	}
+	if cap(a) != len(a) {
+		t.Errorf("the shared list has room to append into (cap %d, len %d)", cap(a), len(a))
 	}
 }

@@ -47,6 +47,8 @@ type NodeSnapshot struct {
 		once sync.Once
 		o    *nameOrder
 	}
+	// eligible are the last lists EligibleNodes made on this snapshot.
+	eligible eligibleCache
 }
 
 // nameOrder is every node of a snapshot in name order, and where each
