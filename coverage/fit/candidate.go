@@ -31,18 +31,14 @@ type Candidate struct {
 	Ports        []HostPort
 	AntiAffinity []Term
 
-	// domainHits holds, for a term of AntiAffinity (by index) and a value
-	// of its topology key, up to two nodes of that domain with a Pod the
-	// term selects: the answer is the same for every node of the domain.
-	domainHits map[termValue][]string
+	// domainHits holds, for each term of AntiAffinity (by index) once
+	// asked, by value of its topology key, up to two nodes of that domain
+	// with a Pod the term selects: the answer is the same for every node
+	// of the domain. A value without such a node is not in the map.
+	domainHits []map[string][]string
 	// repelling holds, by topology key and value, up to two nodes with a
 	// Pod whose required anti-affinity term selects this Pod there.
 	repelling map[string]map[string][]string
-}
-
-type termValue struct {
-	term  int
-	value string
 }
 
 // Priorities resolves a Pod's priority and preemption policy as the

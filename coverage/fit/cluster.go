@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -22,8 +23,12 @@ type Cluster struct {
 	// list is sorted by name: predictions walk it beside the covered
 	// nodes (next). names are its nodes' names, in one array: the walk
 	// reads them without loading each node.
-	list   []*Node
-	names  []string
+	list  []*Node
+	names []string
+	// free is, per node of list, what its sums leave free: the walk
+	// weighs most nodes by it alone, without loading the node (a cache
+	// miss each, on thousands of nodes).
+	free   []free
 	domain *Domain
 	// ports is set when some Pod holds a host port, known when some
 	// node's allocatable is.
@@ -38,40 +43,50 @@ type Cluster struct {
 	room room
 }
 
-// room is the least that any known node leaves free, by its sums: of cpu,
-// memory and ephemeral storage, and of its pods limit. exact is false when
-// some known node's sums are not the whole story (they are not kept, or
-// Pods are nominated for it). A Pod asking no more than that fits outright
-// on every known node, whatever else it holds: the admission of a
-// DaemonSet then weighs no node one by one, on any cluster with room.
-type room struct {
-	free  Resources
-	pods  int64
-	exact bool
+// free is what one node's sums leave free: of cpu, memory and ephemeral
+// storage, and of its pods limit. exact is false when the sums are not the
+// whole story (they are not kept, or Pods are nominated for the node), and
+// known when the node's allocatable is. 32 bytes: it is kept per node.
+type free struct {
+	milliCPU, memory, ephemeral int64
+	pods                        int32
+	known, exact                bool
 }
+
+func freeOf(n *Node) free {
+	if !n.Known() {
+		return free{}
+	}
+	return free{milliCPU: n.Allocatable.MilliCPU - n.used.MilliCPU, memory: n.Allocatable.Memory - n.used.Memory,
+		ephemeral: n.Allocatable.EphemeralStorage - n.used.EphemeralStorage,
+		pods:      int32(min(max(n.AllowedPods-int64(len(n.Pods)), math.MinInt32), math.MaxInt32)),
+		known:     true, exact: n.summed && len(n.Nominated) == 0}
+}
+
+// holds reports whether a Pod asking for want fits by these sums: what
+// fitsOutright finds with the Pod's own DaemonSet's Pods still counted,
+// which only take room. False means "look closer", not "does not fit".
+func (f *free) holds(want *Resources) bool {
+	within := func(want, free int64) bool { return want <= 0 || want <= free }
+	return f.exact && f.pods >= 1 && len(want.Scalar) == 0 && within(want.MilliCPU, f.milliCPU) &&
+		within(want.Memory, f.memory) && within(want.EphemeralStorage, f.ephemeral)
+}
+
+// room is the least that any known node leaves free, by its sums (exact
+// only when every known node's is). A Pod asking no more than that fits
+// outright on every known node, whatever else it holds: the admission of a
+// DaemonSet then weighs no node one by one, on any cluster with room.
+type room struct{ free }
 
 // add counts one known node in.
-func (r *room) add(n *Node, first bool) {
-	free := Resources{MilliCPU: n.Allocatable.MilliCPU - n.used.MilliCPU, Memory: n.Allocatable.Memory - n.used.Memory,
-		EphemeralStorage: n.Allocatable.EphemeralStorage - n.used.EphemeralStorage}
-	pods := n.AllowedPods - int64(len(n.Pods))
+func (r *room) add(f *free, first bool) {
 	if first {
-		r.free, r.pods, r.exact = free, pods, true
-	} else {
-		r.free = Resources{MilliCPU: min(r.free.MilliCPU, free.MilliCPU), Memory: min(r.free.Memory, free.Memory),
-			EphemeralStorage: min(r.free.EphemeralStorage, free.EphemeralStorage)}
-		r.pods = min(r.pods, pods)
+		r.free = *f
+		return
 	}
-	r.exact = r.exact && n.summed && len(n.Nominated) == 0
-}
-
-// holds reports whether a Pod asking for want fits outright on every
-// known node (what fitsOutright would find on each of them, the Pods of
-// its own DaemonSet only making more room).
-func (r *room) holds(want *Resources) bool {
-	within := func(want, free int64) bool { return want <= 0 || want <= free }
-	return r.exact && r.pods >= 1 && len(want.Scalar) == 0 && within(want.MilliCPU, r.free.MilliCPU) &&
-		within(want.Memory, r.free.Memory) && within(want.EphemeralStorage, r.free.EphemeralStorage)
+	r.milliCPU, r.memory = min(r.milliCPU, f.milliCPU), min(r.memory, f.memory)
+	r.ephemeral, r.pods = min(r.ephemeral, f.ephemeral), min(r.pods, f.pods)
+	r.exact = r.exact && f.exact
 }
 
 // Builder gathers a Cluster from objects in any order, as a dump of
@@ -198,12 +213,12 @@ func (b *Builder) Build() *Cluster {
 // changed node rather than changing it. The cost is one step per node and
 // a look at each Pod (which nodes hold anti-affinity terms).
 func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces map[string]map[string]string) *Cluster {
-	c := &Cluster{list: list, names: make([]string, len(list)), domain: NewDomain(list), priorities: NewPriorities(classes),
-		namespaces: namespaces}
+	c := &Cluster{list: list, names: make([]string, len(list)), free: make([]free, len(list)), domain: NewDomain(list),
+		priorities: NewPriorities(classes), namespaces: namespaces}
 	for i, n := range list {
-		c.names[i] = n.Name
-		if n.Known() {
-			c.room.add(n, !c.known)
+		c.names[i], c.free[i] = n.Name, freeOf(n)
+		if c.free[i].known {
+			c.room.add(&c.free[i], !c.known)
 			c.known = true
 		}
 		c.pods += len(n.Pods) + len(n.Nominated)
@@ -215,10 +230,6 @@ func NewCluster(list []*Node, classes []schedulingv1.PriorityClass, namespaces m
 	}
 	return c
 }
-
-// slowPathOnly makes PredictDaemonSet predict every node Pod by Pod: the
-// tests compare the two ways.
-var slowPathOnly = false
 
 // HighestUserDefinablePriority is the highest value a PriorityClass other
 // than the built-in system ones may have.
@@ -392,7 +403,7 @@ func (c *Cluster) PredictDaemonSet(ds *appsv1.DaemonSet, nodes []string) *Report
 	// InterPodAffinity pass everywhere: a node whose sums leave room fits,
 	// whatever its Pods are (the scheduler's order of filters gives the
 	// same outcome), and only the others are predicted Pod by Pod.
-	outright := !slowPathOnly && len(cand.Ports) == 0 && len(cand.AntiAffinity) == 0 &&
+	outright := len(cand.Ports) == 0 && len(cand.AntiAffinity) == 0 &&
 		len((&evaluation{c: cand, d: c.domain}).repelling()) == 0
 	everywhere := outright && c.room.holds(&cand.Requests)
 	if c.predictOn(r, cand, own, outright, everywhere, nodes, true) {
@@ -411,11 +422,11 @@ func (c *Cluster) predictOn(r *Report, cand *Candidate, own string, outright, ev
 	r.nodes, r.others, r.Unknown = nodes, nil, 0
 	at := 0
 	for i, name := range nodes {
-		n, ordered := c.next(&at, name)
+		k, ordered := c.next(&at, name)
 		if inOrder && !ordered {
 			return false
 		}
-		if n == nil || !n.Known() {
+		if k < 0 || !c.free[k].known {
 			if r.Unknown++; r.Unknown == 1 {
 				r.nodes = slices.Clone(nodes[:i])
 			}
@@ -424,24 +435,18 @@ func (c *Cluster) predictOn(r *Report, cand *Candidate, own string, outright, ev
 		if r.Unknown > 0 {
 			r.nodes = append(r.nodes, name)
 		}
-		if !everywhere && !(outright && n.fitsOutright(&cand.Requests, own)) {
-			if o := Predict(cand, n.without(own), c.domain); !o.fits() {
+		// By the sums beside the names first: with the DaemonSet's own
+		// old Pods still counted, which only take room, most nodes fit.
+		if everywhere || outright && c.free[k].holds(&cand.Requests) {
+			continue
+		}
+		if n := c.list[k]; !(outright && n.fitsOutright(&cand.Requests, own)) {
+			if o := predict(cand, n, c.domain, own, true); !o.fits() {
 				r.others = append(r.others, NodeOutcome{Node: name, Outcome: o})
 			}
 		}
 	}
 	return true
-}
-
-// without returns the node without the Pods of the named DaemonSet
-// (namespace/name), sharing what it can.
-func (n *Node) without(owner string) *Node {
-	if !n.mayHold(owner) || !slices.ContainsFunc(n.Pods, func(p Pod) bool { return p.Owner == owner }) {
-		return n
-	}
-	m := *n
-	m.Pods = slices.DeleteFunc(slices.Clone(n.Pods), func(p Pod) bool { return p.Owner == owner })
-	return &m
 }
 
 // Summary is one line per group of nodes with the same outcome and main

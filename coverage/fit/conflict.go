@@ -18,7 +18,10 @@ func (c *Cluster) On(names []string) iter.Seq2[string, *Node] {
 	return func(yield func(string, *Node) bool) {
 		at := 0
 		for _, name := range names {
-			n, _ := c.next(&at, name)
+			var n *Node
+			if i, _ := c.next(&at, name); i >= 0 {
+				n = c.list[i]
+			}
 			if !yield(name, n) {
 				return
 			}
@@ -26,18 +29,19 @@ func (c *Cluster) On(names []string) iter.Seq2[string, *Node] {
 	}
 }
 
-// next returns the node named name, or nil, looking from c.names[*at] on
-// and leaving *at after it: names asked in order are found in one pass. A
-// name the walk has passed (asked out of order, or twice) is found by a
-// binary search of what lies behind; inOrder is false then. Nothing is
-// compared before the walk: checking that 5,000 names were sorted, in the
-// prediction and again in On, cost more than the walk itself.
-func (c *Cluster) next(at *int, name string) (n *Node, inOrder bool) {
+// next returns the index in the list of the node named name, or -1,
+// looking from c.names[*at] on and leaving *at after it: names asked in
+// order are found in one pass. A name the walk has passed (asked out of
+// order, or twice) is found by a binary search of what lies behind;
+// inOrder is false then. Nothing is compared before the walk: checking
+// that 5,000 names were sorted, in the prediction and again in On, cost
+// more than the walk itself.
+func (c *Cluster) next(at *int, name string) (i int, inOrder bool) {
 	for ; *at < len(c.names); *at++ {
 		switch strings.Compare(c.names[*at], name) {
 		case 0:
 			*at++
-			return c.list[*at-1], true
+			return *at - 1, true
 		case 1:
 			return c.behind(*at, name)
 		}
@@ -45,12 +49,13 @@ func (c *Cluster) next(at *int, name string) (n *Node, inOrder bool) {
 	return c.behind(*at, name)
 }
 
-// behind returns the node named name among the first at of the list.
-func (c *Cluster) behind(at int, name string) (*Node, bool) {
+// behind returns the index of the node named name among the first at of
+// the list, or -1.
+func (c *Cluster) behind(at int, name string) (int, bool) {
 	if i, ok := slices.BinarySearch(c.names[:at], name); ok {
-		return c.list[i], false
+		return i, false
 	}
-	return nil, true
+	return -1, true
 }
 
 // Nodes returns the cluster's nodes, sorted by name; they are only read.

@@ -287,8 +287,9 @@ type Node struct {
 	// the Pods one by one only where the Pod does not fit outright.
 	used   Resources
 	summed bool
-	// ports is set by Sort when a Pod holds a host port.
-	ports bool
+	// ports is set by Sort when a Pod holds a host port; terms when a Pod
+	// has required anti-affinity terms.
+	ports, terms bool
 	// owners are the DaemonSets (namespace/name) whose Pods the node
 	// holds, set by Sort: a prediction for one DaemonSet sets its own
 	// Pods aside, and on a node that holds none it need not look at the
@@ -436,11 +437,12 @@ func SortPods(pods []Pod) { slices.SortFunc(pods, func(a, b Pod) int { return mo
 // already in order (SortPods), without writing them: a caller that shares
 // them between Clusters publishes them so.
 func (n *Node) Sorted() {
-	n.workload, n.used, n.summed, n.ports, n.owners = nil, Resources{}, true, false, nil
+	n.workload, n.used, n.summed, n.ports, n.terms, n.owners = nil, Resources{}, true, false, false, nil
 	for i := range n.Pods {
 		p := &n.Pods[i]
 		n.used.Add(p.Requests)
 		n.ports = n.ports || len(p.Ports) > 0
+		n.terms = n.terms || len(p.AntiAffinity) > 0
 		if p.Owner != "" && !slices.Contains(n.owners, p.Owner) {
 			n.owners = append(n.owners, p.Owner)
 		}

@@ -98,8 +98,26 @@ func (s *status) ok() bool { return s.plugin == "" }
 // cluster's nodes (n may be among them): the Pods on those sharing a
 // topology value with n count for anti-affinity terms whose topology key is
 // not the hostname. n.Pods must be sorted (Aggregate and Sort do it).
-func Predict(c *Candidate, n *Node, d *Domain) Outcome {
+func Predict(c *Candidate, n *Node, d *Domain) Outcome { return predict(c, n, d, "", false) }
+
+// predict is Predict without the Pods of the DaemonSet owner
+// (namespace/name; none when empty): its old Pod makes way for the new one.
+// inDomain says that n is one of d's nodes: its Pods are then among those
+// d's index finds.
+func predict(c *Candidate, n *Node, d *Domain, owner string, inDomain bool) Outcome {
 	e := newEvaluation(c, n, d)
+	e.inDomain = inDomain
+	if n.mayHold(owner) {
+		for i := range n.Pods {
+			if n.Pods[i].Owner == owner {
+				if e.removed == nil {
+					both := make([]bool, 2*len(n.Pods))
+					e.removed, e.own = both[:len(n.Pods)], both[len(n.Pods):]
+				}
+				e.removed[i], e.own[i] = true, true
+			}
+		}
+	}
 	st := e.filter()
 	if st.ok() {
 		return Outcome{Kind: Fits}
@@ -120,7 +138,7 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 	}
 	var potential []int
 	for i := range n.Pods {
-		if n.Pods[i].Priority < c.Priority {
+		if n.Pods[i].Priority < c.Priority && !e.isOwn(i) {
 			potential = append(potential, i)
 		}
 	}
@@ -128,7 +146,9 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 		out.PreemptionReasons = []string{ReasonNoVictims}
 		return out
 	}
-	e.removed = make([]bool, len(n.Pods))
+	if e.removed == nil {
+		e.removed = make([]bool, len(n.Pods))
+	}
 	for _, i := range potential {
 		e.removed[i] = true
 	}
@@ -152,9 +172,14 @@ func Predict(c *Candidate, n *Node, d *Domain) Outcome {
 
 // evaluation is the node as preemption edits it: Pods removed by index.
 type evaluation struct {
-	c       *Candidate
-	n       *Node
-	removed []bool // nil until preemption removes Pods
+	c *Candidate
+	n *Node
+	// removed are the Pods set aside: the DaemonSet's own (own), and the
+	// victims preemption tries; nil while none is.
+	removed, own []bool
+	// inDomain is set when n is one of d's nodes (removed aside): a term
+	// that selects no Pod of n's domain in d selects none of n's.
+	inDomain bool
 	// nominated are the nominated Pods of at least c's priority, which
 	// the scheduler counts as already on the node.
 	nominated []*Pod
@@ -218,6 +243,8 @@ func (d *Domain) sharing(key, value string) []*Node {
 	}
 	return idx[value]
 }
+
+func (e *evaluation) isOwn(i int) bool { return e.own != nil && e.own[i] }
 
 // pods calls f for every Pod counted on the node: those not removed, and
 // the nominated ones.
@@ -313,21 +340,38 @@ func (e *evaluation) interPodAffinity() status {
 		if !ok {
 			continue
 		}
+		hits := e.domainHits(i, t, v)
 		hit := false
-		e.pods(func(p *Pod) { hit = hit || t.matches(p.Namespace, p.Labels, nil) })
-		if hit || e.otherNodeIn(e.domainHits(i, t, v)) {
+		selects := func(p *Pod) { hit = hit || t.matches(p.Namespace, p.Labels, nil) }
+		if len(hits) > 0 || !e.inDomain {
+			e.pods(selects)
+		} else {
+			// No Pod of the domain, this node's among them, is selected:
+			// only a nominated one can be.
+			for _, p := range e.nominated {
+				selects(p)
+			}
+		}
+		if hit || e.otherNodeIn(hits) {
 			return status{plugin: PluginInterPodAffinity, reasons: []string{ReasonAntiAffinity}}
 		}
 	}
 	hit := false
-	e.pods(func(p *Pod) {
+	repels := func(p *Pod) {
 		for i := range p.AntiAffinity {
 			t := &p.AntiAffinity[i]
 			if _, ok := n.Label(t.TopologyKey); ok && t.matches(c.Namespace, c.Labels, c.NamespaceLabels) {
 				hit = true
 			}
 		}
-	})
+	}
+	if !n.summed || n.terms {
+		e.pods(repels)
+	} else {
+		for _, p := range e.nominated {
+			repels(p)
+		}
+	}
 	for key, values := range e.repelling() {
 		if v, ok := n.Label(key); ok && !hit {
 			hit = e.otherNodeIn(values[v])
@@ -345,25 +389,29 @@ func (e *evaluation) otherNodeIn(names []string) bool {
 }
 
 // domainHits returns up to two nodes of the domain where the candidate's
-// term i has value v with a Pod the term selects, found once per candidate.
+// term i has value v with a Pod the term selects. The first question about
+// a term answers it for every value, in one pass over the nodes: with the
+// hostname as topology key, one lookup per node was a map of every node
+// per prediction.
 func (e *evaluation) domainHits(i int, t *Term, v string) []string {
-	k := termValue{i, v}
-	if names, ok := e.c.domainHits[k]; ok {
-		return names
+	if e.c.domainHits == nil {
+		e.c.domainHits = make([]map[string][]string, len(e.c.AntiAffinity))
 	}
-	var names []string
-	for _, o := range e.d.sharing(t.TopologyKey, v) {
-		if slices.ContainsFunc(o.Pods, func(p Pod) bool { return t.matches(p.Namespace, p.Labels, nil) }) {
-			if names = append(names, o.Name); len(names) == 2 {
-				break
+	hits := e.c.domainHits[i]
+	if hits == nil {
+		hits = map[string][]string{}
+		for _, o := range e.d.nodes {
+			if o == nil {
+				continue
+			}
+			if w, ok := o.Label(t.TopologyKey); ok && len(hits[w]) < 2 &&
+				slices.ContainsFunc(o.Pods, func(p Pod) bool { return t.matches(p.Namespace, p.Labels, nil) }) {
+				hits[w] = append(hits[w], o.Name)
 			}
 		}
+		e.c.domainHits[i] = hits
 	}
-	if e.c.domainHits == nil {
-		e.c.domainHits = map[termValue][]string{}
-	}
-	e.c.domainHits[k] = names
-	return names
+	return hits[v]
 }
 
 // repelling returns, by topology key and value, up to two nodes with a Pod
