@@ -71,12 +71,13 @@ func compareDaemonSets(a, b *appsv1.DaemonSet) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// daemonSetSet holds DaemonSets by key and hands out a sorted list, made
-// again only after a change.
+// daemonSetSet holds DaemonSets by key and hands out a sorted list, kept
+// sorted through changes.
 type daemonSetSet struct {
 	mu    sync.Mutex
 	byKey map[types.NamespacedName]*appsv1.DaemonSet
-	// list is nil when byKey changed since it was made.
+	// list is byKey sorted, nil until a reader asks for it; a change
+	// makes a new one (edit).
 	list []*appsv1.DaemonSet
 }
 
@@ -91,7 +92,7 @@ func (s *daemonSetSet) put(obj any) {
 		s.byKey = map[types.NamespacedName]*appsv1.DaemonSet{}
 	}
 	s.byKey[types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}] = ds
-	s.list = nil
+	s.edit(ds, false)
 }
 
 func (s *daemonSetSet) remove(obj any) {
@@ -105,7 +106,28 @@ func (s *daemonSetSet) remove(obj any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byKey, types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name})
-	s.list = nil
+	s.edit(ds, true)
+}
+
+// edit applies one change to the sorted list, when one is made, as a new
+// list: the old one may be in a reader's hands. Under DaemonSet churn (each
+// status update is a change) sorting again for the next reader compared
+// strings n log n times; a copy of n pointers is cheaper. mu is held.
+func (s *daemonSetSet) edit(ds *appsv1.DaemonSet, remove bool) {
+	if s.list == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(s.list, ds, compareDaemonSets)
+	switch {
+	case remove && found:
+		s.list = slices.Concat(s.list[:i], s.list[i+1:])
+	case remove:
+	case found:
+		s.list = slices.Clone(s.list)
+		s.list[i] = ds
+	default:
+		s.list = slices.Concat(s.list[:i], []*appsv1.DaemonSet{ds}, s.list[i:])
+	}
 }
 
 // sorted returns the DaemonSets sorted by namespace and name; never nil.

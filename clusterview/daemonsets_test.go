@@ -24,6 +24,7 @@ func TestDaemonSetSet_SortedAfterEveryChange(t *testing.T) {
 	if got := s.sorted(); got == nil || len(got) != 0 {
 		t.Fatalf("an empty set lists %v, want an empty list", got)
 	}
+	before, was := s.sorted(), []string(nil)
 	for _, step := range []struct {
 		apply func()
 		want  []string
@@ -31,11 +32,23 @@ func TestDaemonSetSet_SortedAfterEveryChange(t *testing.T) {
 		{func() { s.put(ds("b", "x", "1")); s.put(ds("a", "y", "1")); s.put(ds("a", "x", "1")) },
 			[]string{"a/x@1", "a/y@1", "b/x@1"}},
 		{func() { s.put(ds("a", "y", "2")) }, []string{"a/x@1", "a/y@2", "b/x@1"}},
+		{func() { s.put(ds("a", "z", "1")); s.put(ds("0", "z", "1")); s.put(ds("c", "a", "1")) },
+			[]string{"0/z@1", "a/x@1", "a/y@2", "a/z@1", "b/x@1", "c/a@1"}},
+		{func() {
+			s.remove(ds("0", "z", "1"))
+			s.remove(ds("c", "a", "1"))
+			s.remove(ds("a", "z", "1"))
+			s.remove(ds("q", "q", "1"))
+		},
+			[]string{"a/x@1", "a/y@2", "b/x@1"}},
 		{func() { s.remove(ds("a", "x", "1")) }, []string{"a/y@2", "b/x@1"}},
 		{func() { s.remove(toolscache.DeletedFinalStateUnknown{Key: "b/x", Obj: ds("b", "x", "1")}) }, []string{"a/y@2"}},
 		{func() { s.put("not a DaemonSet"); s.remove(42) }, []string{"a/y@2"}},
 	} {
 		step.apply()
+		if got := names(before); !slices.Equal(got, was) {
+			t.Fatalf("a list handed out before the change now lists %v, was %v", got, was)
+		}
 		first := s.sorted()
 		if got := names(first); !slices.Equal(got, step.want) {
 			t.Fatalf("listed %v, want %v", got, step.want)
@@ -43,5 +56,6 @@ func TestDaemonSetSet_SortedAfterEveryChange(t *testing.T) {
 		if again := s.sorted(); &again[0] != &first[0] {
 			t.Errorf("a second list without a change was made anew")
 		}
+		before, was = first, names(first)
 	}
 }
