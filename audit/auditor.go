@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,15 +123,20 @@ type auditMemory struct {
 // snapshot, the fit view's cluster, the policy's generation and the other
 // DaemonSets. The snapshot, the cluster and the list are shared and
 // replaced, never changed, so the same pointers mean the same contents.
+// The pointers are weak: each DaemonSet remembers the inputs of its last
+// audit, and held strongly they kept a snapshot and a cluster alive per
+// DaemonSet audited at a different moment. Under Pod churn at 65,000
+// nodes those were most of the heap (56 bytes a node each, list, names and
+// sums), and a weak pointer still compares equal only to its own object.
 type auditInputs struct {
 	version string
-	nodes   *coverage.NodeSnapshot
-	fit     *fit.Cluster
+	nodes   weak.Pointer[coverage.NodeSnapshot]
+	fit     weak.Pointer[fit.Cluster]
 	policy  int64
 	// others is the first element of the others' list and its length: the
 	// lister hands out one list until a DaemonSet changes; a list made
 	// anew each time never matches.
-	others  **appsv1.DaemonSet
+	others  weak.Pointer[*appsv1.DaemonSet]
 	nOthers int
 }
 
@@ -438,9 +444,10 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		cluster = a.Fit()
 	}
 	others := a.others(ctx)
-	in := auditInputs{version: ds.ResourceVersion, nodes: snap, fit: cluster, policy: active.Generation, nOthers: len(others)}
+	in := auditInputs{version: ds.ResourceVersion, nodes: weak.Make(snap), fit: weak.Make(cluster), policy: active.Generation,
+		nOthers: len(others)}
 	if len(others) > 0 {
-		in.others = &others[0]
+		in.others = weak.Make(&others[0])
 	}
 	// The periodic pass re-audits every DaemonSet so that a gap turns
 	// persistent in time; one whose inputs are those of its last audit and

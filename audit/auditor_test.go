@@ -30,8 +30,12 @@ import (
 
 	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/policy/rules"
+	"k8s.io/apimachinery/pkg/api/resource"
+	goruntime "runtime"
+	"sync/atomic"
 )
 
 func TestGaps_IgnoreTransientTaintsAndSelectors(t *testing.T) {
@@ -467,4 +471,59 @@ func runAuditor(t *testing.T, a *Auditor) {
 			t.Errorf("the auditor stopped with %v", err)
 		}
 	})
+}
+
+// TestAuditor_KeepsNoOldInputsAlive: a DaemonSet's memory of its last
+// audit tells whether the node snapshot, the fit cluster and the other
+// DaemonSets are the same ones again, but keeps none of them alive once
+// they are replaced. Held, they were a cluster (and a snapshot) per
+// DaemonSet audited at a different moment until its next audit: most of
+// the heap at 65,000 nodes under Pod churn.
+func TestAuditor_KeepsNoOldInputsAlive(t *testing.T) {
+	nodes := startNodeView(t)
+	source := clusterview.NewPolicySource(nil)
+	source.UseDefaults("test")
+	all := corev1.Toleration{Operator: corev1.TolerationOpExists}
+	first, second := auditDS("agent", 3, 3, all), auditDS("other", 3, 3, all)
+	cluster := func() *fit.Cluster {
+		b := fit.NewBuilder()
+		b.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}, Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")}}})
+		return b.Build()
+	}
+	current, others := cluster(), []*appsv1.DaemonSet{first, second}
+	a := &Auditor{Cache: &sharedCache{objects: map[types.NamespacedName]*appsv1.DaemonSet{
+		{Namespace: first.Namespace, Name: first.Name}: first, {Namespace: second.Namespace, Name: second.Name}: second}},
+		Nodes: nodes, Source: source, Recorder: events.NewFakeRecorder(100), Log: logr.Discard(), Window: time.Hour,
+		Fit: func() *fit.Cluster { return current }, Now: time.Now,
+		Others: func(context.Context) ([]*appsv1.DaemonSet, error) { return others, nil }}
+	a.beginTerm()
+	audit := func(ds *appsv1.DaemonSet) *auditMemory {
+		key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+		if err := a.audit(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		return a.seen[key]
+	}
+	if mem := audit(first); mem == nil || mem.inputs.fit.Value() != current {
+		t.Fatal("the audit did not remember its cluster")
+	}
+	var clusterGone, listGone atomic.Bool
+	goruntime.AddCleanup(current, func(b *atomic.Bool) { b.Store(true) }, &clusterGone)
+	goruntime.AddCleanup(&others[0], func(b *atomic.Bool) { b.Store(true) }, &listGone)
+	// The second DaemonSet is audited with new ones; the first still
+	// remembers its audit's.
+	current, others = cluster(), slices.Clone(others)
+	audit(second)
+	// The auditor lives on, as the first DaemonSet's memory does.
+	defer goruntime.KeepAlive(a)
+	for range 20 {
+		if clusterGone.Load() && listGone.Load() {
+			return
+		}
+		goruntime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the old cluster was collected: %v, the old list of DaemonSets: %v; a DaemonSet's memory keeps them alive",
+		clusterGone.Load(), listGone.Load())
 }
