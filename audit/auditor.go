@@ -75,8 +75,16 @@ type Auditor struct {
 	// every change so far, not once per change: each audit weighs every
 	// node it covers.
 	NodeChangeSpacing time.Duration
+	// FitReuse is how long audits read one fit cluster before they ask
+	// Fit for the current one; zero means DefaultFitReuse, a negative
+	// value asks at every audit.
+	FitReuse time.Duration
 
 	queue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// fitCluster is the cluster the audits read, asked for at fitTaken
+	// (monotonic time); it belongs to the worker goroutine.
+	fitCluster *fit.Cluster
+	fitTaken   time.Time
 	// seen, gapClock and quiet belong to the worker goroutine.
 	seen       map[types.NamespacedName]*auditMemory
 	gapClock   GapClock
@@ -92,6 +100,14 @@ type Auditor struct {
 	// for NodeChangeSpacing; under mu.
 	audited map[types.NamespacedName]time.Time
 }
+
+// DefaultFitReuse bounds how old the Pods an audit weighs can be. Under Pod
+// churn the fit view makes a new cluster at every ask (a list, the names and
+// the sums of every node: 4 MB at 65,000 nodes), and a periodic pass asked
+// once per DaemonSet; at 65,000 nodes that garbage set the peak of the
+// replica's memory while Pods were created. The auditor is not the
+// admission: a Pod change it weighs a second late is weighed.
+const DefaultFitReuse = time.Second
 
 // DefaultNodeChangeSpacing keeps the time from a node change to its Event
 // well inside the few seconds an operator expects, and halves the audits a
@@ -439,10 +455,7 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		}
 		return nil
 	}
-	var cluster *fit.Cluster
-	if a.Fit != nil {
-		cluster = a.Fit()
-	}
+	cluster := a.cluster()
 	others := a.others(ctx)
 	in := auditInputs{version: ds.ResourceVersion, nodes: weak.Make(snap), fit: weak.Make(cluster), policy: active.Generation,
 		nOthers: len(others)}
@@ -473,6 +486,20 @@ func (a *Auditor) audit(ctx context.Context, key types.NamespacedName) error {
 		mem.inputs, mem.timeless = in, entries[0].Status.Gap == 0 && !mayExpire(ds)
 	}
 	return nil
+}
+
+// cluster returns the fit cluster an audit reads: the one asked for less
+// than FitReuse ago, or else the current one; nil without Fit or before
+// the fit view knows the cluster.
+func (a *Auditor) cluster() *fit.Cluster {
+	if a.Fit == nil {
+		return nil
+	}
+	reuse := cmp.Or(a.FitReuse, DefaultFitReuse)
+	if a.fitCluster == nil || reuse < 0 || time.Since(a.fitTaken) >= reuse {
+		a.fitCluster, a.fitTaken = a.Fit(), time.Now()
+	}
+	return a.fitCluster
 }
 
 // mayExpire reports whether ds carries an annotation whose effect can end
@@ -652,6 +679,7 @@ func (a *Auditor) beginTerm() {
 		a.Metrics.Running.Set(1)
 	}
 	a.quiet = map[types.NamespacedName]bool{}
+	a.fitCluster = nil
 }
 
 // endTerm drops the per-DaemonSet gauges when the lease is lost: a former

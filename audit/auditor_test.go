@@ -495,7 +495,7 @@ func TestAuditor_KeepsNoOldInputsAlive(t *testing.T) {
 	a := &Auditor{Cache: &sharedCache{objects: map[types.NamespacedName]*appsv1.DaemonSet{
 		{Namespace: first.Namespace, Name: first.Name}: first, {Namespace: second.Namespace, Name: second.Name}: second}},
 		Nodes: nodes, Source: source, Recorder: events.NewFakeRecorder(100), Log: logr.Discard(), Window: time.Hour,
-		Fit: func() *fit.Cluster { return current }, Now: time.Now,
+		Fit: func() *fit.Cluster { return current }, FitReuse: -1, Now: time.Now,
 		Others: func(context.Context) ([]*appsv1.DaemonSet, error) { return others, nil }}
 	a.beginTerm()
 	audit := func(ds *appsv1.DaemonSet) *auditMemory {
@@ -526,4 +526,32 @@ func TestAuditor_KeepsNoOldInputsAlive(t *testing.T) {
 	}
 	t.Errorf("the old cluster was collected: %v, the old list of DaemonSets: %v; a DaemonSet's memory keeps them alive",
 		clusterGone.Load(), listGone.Load())
+}
+
+// TestAuditor_ReadsOneFitClusterForAWhile: audits in a row read the fit
+// cluster they asked for first, until FitReuse is over; a negative FitReuse
+// asks at every audit.
+func TestAuditor_ReadsOneFitClusterForAWhile(t *testing.T) {
+	nodes := startNodeView(t)
+	source := clusterview.NewPolicySource(nil)
+	source.UseDefaults("test")
+	ds := auditDS("agent", 3, 3, corev1.Toleration{Operator: corev1.TolerationOpExists})
+	asked := 0
+	a := loneAuditor(ds, nodes, source, events.NewFakeRecorder(100), prometheus.NewRegistry())
+	a.Fit, a.Now = func() *fit.Cluster { asked++; return fit.NewBuilder().Build() }, time.Now
+	a.beginTerm()
+	key := types.NamespacedName{Namespace: ds.Namespace, Name: ds.Name}
+	for _, step := range []struct {
+		reuse time.Duration
+		asked int
+	}{{time.Hour, 1}, {time.Hour, 1}, {time.Hour, 1}, {time.Nanosecond, 2}, {-1, 3}, {-1, 4}} {
+		a.FitReuse = step.reuse
+		ds.ResourceVersion += "1" // a new object: the audit is not skipped
+		if err := a.audit(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if asked != step.asked {
+			t.Fatalf("with FitReuse %s the audits asked for the cluster %d times, want %d", step.reuse, asked, step.asked)
+		}
+	}
 }

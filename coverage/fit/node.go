@@ -297,6 +297,16 @@ type Node struct {
 	owners []string
 }
 
+// holdsTerms reports whether a Pod on the node has required anti-affinity
+// terms: by what Sort noted, without looking at the Pods (each a look at
+// memory of its own, on every node, each time a cluster is made).
+func (n *Node) holdsTerms() bool {
+	if n.summed {
+		return n.terms
+	}
+	return slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.AntiAffinity) > 0 })
+}
+
 // mayHold reports whether the node may hold Pods of the DaemonSet owner.
 func (n *Node) mayHold(owner string) bool {
 	return owner != "" && (!n.summed || slices.Contains(n.owners, owner))

@@ -217,7 +217,7 @@ type Domain struct {
 func NewDomain(nodes []*Node) *Domain {
 	d := &Domain{nodes: nodes, byKey: map[string]map[string][]*Node{}}
 	for _, n := range nodes {
-		if n != nil && slices.ContainsFunc(n.Pods, func(p Pod) bool { return len(p.AntiAffinity) > 0 }) {
+		if n != nil && n.holdsTerms() {
 			d.withTerms = append(d.withTerms, n)
 		}
 	}
