@@ -36,9 +36,24 @@ type Candidate struct {
 	// with a Pod the term selects: the answer is the same for every node
 	// of the domain. A value without such a node is not in the map.
 	domainHits []map[string][]string
+	// hostnames is 1 when every hostname is on one node at most, -1 when
+	// not, 0 until asked (Domain.alone).
+	hostnames int8
 	// repelling holds, by topology key and value, up to two nodes with a
 	// Pod whose required anti-affinity term selects this Pod there.
 	repelling map[string]map[string][]string
+}
+
+// hostnamesAlone reports whether each node of d is alone with its hostname,
+// asked of d once per candidate.
+func (c *Candidate) hostnamesAlone(d *Domain) bool {
+	if c.hostnames == 0 {
+		c.hostnames = -1
+		if d.alone(corev1.LabelHostname) {
+			c.hostnames = 1
+		}
+	}
+	return c.hostnames > 0
 }
 
 // Priorities resolves a Pod's priority and preemption policy as the

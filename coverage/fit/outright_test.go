@@ -45,8 +45,14 @@ func TestPredictDaemonSet_OutrightFitIsThePodByPodOutcome(t *testing.T) {
 			if r.IntN(3) == 0 {
 				alloc["example.com/dongle"] = q(int64(r.IntN(3)), resource.DecimalSI)
 			}
+			hostname := name
+			if scenario%5 == 0 {
+				// Two nodes to a hostname: a hostname term's domain is
+				// then more than the node.
+				hostname = fmt.Sprintf("h%d", i/2)
+			}
 			b.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-				corev1.LabelHostname: name, corev1.LabelTopologyZone: fmt.Sprintf("z%d", i%3)}},
+				corev1.LabelHostname: hostname, corev1.LabelTopologyZone: fmt.Sprintf("z%d", i%3)}},
 				Status: corev1.NodeStatus{Allocatable: alloc}})
 			for j := range r.IntN(5) {
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: fmt.Sprintf("p-%d-%d", i, j),

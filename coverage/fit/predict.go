@@ -207,15 +207,16 @@ type Domain struct {
 	nodes []*Node
 	// withTerms are the nodes with a Pod that has required anti-affinity
 	// terms.
-	withTerms []*Node
-	mu        sync.Mutex
-	byKey     map[string]map[string][]*Node
+	withTerms  []*Node
+	mu         sync.Mutex
+	byKey      map[string]map[string][]*Node
+	aloneByKey map[string]bool
 }
 
 // NewDomain indexes nodes; it reads them, and a Cluster shares it between
 // concurrent predictions.
 func NewDomain(nodes []*Node) *Domain {
-	d := &Domain{nodes: nodes, byKey: map[string]map[string][]*Node{}}
+	d := &Domain{nodes: nodes, byKey: map[string]map[string][]*Node{}, aloneByKey: map[string]bool{}}
 	for _, n := range nodes {
 		if n != nil && n.holdsTerms() {
 			d.withTerms = append(d.withTerms, n)
@@ -228,20 +229,37 @@ func NewDomain(nodes []*Node) *Domain {
 func (d *Domain) sharing(key, value string) []*Node {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.index(key)[value]
+}
+
+// alone reports whether each value of the label key is on one node at
+// most: each node its own domain, as with the hostname in most clusters.
+func (d *Domain) alone(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.index(key)
+	return d.aloneByKey[key]
+}
+
+// index returns the nodes by value of the label key, made the first time
+// the key is asked for; mu is held.
+func (d *Domain) index(key string) map[string][]*Node {
 	idx, ok := d.byKey[key]
 	if !ok {
 		idx = map[string][]*Node{}
+		alone := true
 		for _, n := range d.nodes {
 			if n == nil {
 				continue
 			}
 			if v, ok := n.Label(key); ok {
 				idx[v] = append(idx[v], n)
+				alone = alone && len(idx[v]) == 1
 			}
 		}
-		d.byKey[key] = idx
+		d.byKey[key], d.aloneByKey[key] = idx, alone
 	}
-	return idx[value]
+	return idx
 }
 
 func (e *evaluation) isOwn(i int) bool { return e.own != nil && e.own[i] }
@@ -389,11 +407,25 @@ func (e *evaluation) otherNodeIn(names []string) bool {
 }
 
 // domainHits returns up to two nodes of the domain where the candidate's
-// term i has value v with a Pod the term selects. The first question about
-// a term answers it for every value, in one pass over the nodes: with the
-// hostname as topology key, one lookup per node was a map of every node
-// per prediction.
+// term i has value v with a Pod the term selects. By the hostname, a
+// node's domain is the node itself, as a rule, and each is asked once: it
+// is looked at alone. By another key, the first question about a term
+// answers it for every value, in one pass over the nodes, kept for the
+// candidate's other nodes.
 func (e *evaluation) domainHits(i int, t *Term, v string) []string {
+	if t.TopologyKey == corev1.LabelHostname {
+		if e.inDomain && e.c.hostnamesAlone(e.d) {
+			// The node's domain is the node.
+			return t.hitOn(e.n, nil)
+		}
+		var names []string
+		for _, o := range e.d.sharing(t.TopologyKey, v) {
+			if names = t.hitOn(o, names); len(names) == 2 {
+				break
+			}
+		}
+		return names
+	}
 	if e.c.domainHits == nil {
 		e.c.domainHits = make([]map[string][]string, len(e.c.AntiAffinity))
 	}
@@ -404,14 +436,24 @@ func (e *evaluation) domainHits(i int, t *Term, v string) []string {
 			if o == nil {
 				continue
 			}
-			if w, ok := o.Label(t.TopologyKey); ok && len(hits[w]) < 2 &&
-				slices.ContainsFunc(o.Pods, func(p Pod) bool { return t.matches(p.Namespace, p.Labels, nil) }) {
-				hits[w] = append(hits[w], o.Name)
+			if w, ok := o.Label(t.TopologyKey); ok && len(hits[w]) < 2 {
+				if names := t.hitOn(o, hits[w]); len(names) > 0 {
+					hits[w] = names
+				}
 			}
 		}
 		e.c.domainHits[i] = hits
 	}
 	return hits[v]
+}
+
+// hitOn appends the name of node o to names when a Pod on it is one the
+// term selects.
+func (t *Term) hitOn(o *Node, names []string) []string {
+	if slices.ContainsFunc(o.Pods, func(p Pod) bool { return t.matches(p.Namespace, p.Labels, nil) }) {
+		return append(names, o.Name)
+	}
+	return names
 }
 
 // repelling returns, by topology key and value, up to two nodes with a Pod
