@@ -103,7 +103,7 @@ type Auditor struct {
 
 // DefaultFitReuse bounds how old the Pods an audit weighs can be. Under Pod
 // churn the fit view makes a new cluster at every ask (a list, the names and
-// the sums of every node: 4 MB at 65,000 nodes), and a periodic pass asked
+// the sums of every node: 3.6 MB at 65,000 nodes), and a periodic pass asked
 // once per DaemonSet; at 65,000 nodes that garbage set the peak of the
 // replica's memory while Pods were created. The auditor is not the
 // admission: a Pod change it weighs a second late is weighed.
