@@ -95,8 +95,10 @@ type fitNode struct {
 type podPlace struct {
 	node      *fitNode
 	nominated bool
-	// uid tells a Pod made again under the same name (a hash of its UID).
-	uid uint64
+	// digest is the fit.Digest of the version the record was made from
+	// (or found the same as): an update with the same digest changes
+	// nothing, and its record is not made.
+	digest uint64
 	// labels is the key of the record's interned labels.
 	labels unique.Handle[string]
 }
@@ -516,8 +518,11 @@ type podRecord struct {
 	// or has finished.
 	node      string
 	nominated bool
-	uid       uint64
-	rec       fit.Pod
+	digest    uint64
+	// pod is the Pod until its record is made (make): an update whose
+	// digest is the held one's never makes it.
+	pod *corev1.Pod
+	rec fit.Pod
 	// labels stands for rec.Labels, interned process-wide.
 	labels unique.Handle[string]
 	// err is set when the record cannot be built (a malformed
@@ -525,12 +530,14 @@ type podRecord struct {
 	err error
 }
 
-// uidSeed hashes UIDs.
-var uidSeed = maphash.MakeSeed()
+// digestSeed seeds the digests of the process's Pods: chosen at random, so
+// that no one can craft two versions of a Pod that look the same to it.
+var digestSeed = maphash.MakeSeed()
 
-// recordOf reduces a Pod (or passes a record on). A Pod that has finished
-// or is neither bound nor nominated has no place. The record shares what
-// it can: its namespace is a part of its key; its labels and its owner's
+// recordOf reduces a Pod (or passes a record on) to where it is and its
+// digest; make makes the record itself. A Pod that has finished or is
+// neither bound nor nominated has no place. The record shares what it
+// can: its namespace is a part of its key; its labels and its owner's
 // name are interned (intern) when the record is kept.
 func recordOf(obj any) (*podRecord, error) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -544,17 +551,25 @@ func recordOf(obj any) (*podRecord, error) {
 		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
 			return r, nil
 		}
-		r.node, r.uid = o.Spec.NodeName, maphash.String(uidSeed, string(o.UID))
+		r.node = o.Spec.NodeName
 		if r.node == "" {
 			r.node, r.nominated = o.Status.NominatedNodeName, true
 		}
 		if r.node == "" {
 			return r, nil
 		}
-		r.rec, r.err = fit.PodOf(o)
+		r.digest, r.pod = fit.Digest(digestSeed, o), o
 		return r, nil
 	}
 	return nil, fmt.Errorf("fit view: %T is not a Pod", obj)
+}
+
+// make makes the record from the Pod, once, and lets the Pod go.
+func (r *podRecord) make() {
+	if r.pod != nil {
+		r.rec, r.err = fit.PodOf(r.pod)
+		r.pod = nil
+	}
 }
 
 // key is the Pod's namespace/name: the whole key its record holds.
@@ -597,10 +612,14 @@ func (s fitPodStore) Replace(list []any, _ string) error { return s.each(list, f
 func (s fitPodStore) Transformer() toolscache.TransformFunc {
 	return func(obj any) (any, error) {
 		r, err := recordOf(obj)
-		if err == nil && r.rec.Shape != nil {
+		if err != nil {
+			return nil, err
+		}
+		r.make()
+		if r.rec.Shape != nil {
 			r.intern()
 		}
-		return r, err
+		return r, nil
 	}
 }
 
@@ -631,11 +650,6 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 			switch {
 			case remove || r.node == "":
 				v.removePod(key)
-			case r.err != nil:
-				// Left out rather than counted wrong; the API server
-				// refuses such a Pod, so this is a Pod from a newer API.
-				v.Log.Error(r.err, "pod left out of the fit view", "pod", key)
-				v.removePod(key)
 			default:
 				v.applyPod(key, r)
 			}
@@ -648,14 +662,29 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 }
 
 // applyPod adds or updates a Pod's record; an update that changes nothing
-// of it changes nothing. mu is held.
+// of it changes nothing, and one with the held digest is not even made
+// into a record. mu is held.
 func (v *FitView) applyPod(key string, r *podRecord) {
-	if old, ok := v.pods[key]; ok {
-		if old.node.name == r.node && old.nominated == r.nominated && old.uid == r.uid {
-			held := *old.node.records(old.nominated)
-			if i := indexOf(held, key); i >= 0 {
-				r.share(&held[i], old.labels)
-				if old.labels == r.labels && held[i].Same(&r.rec) {
+	old, kept := v.pods[key]
+	if kept && old.digest == r.digest && old.node.name == r.node && old.nominated == r.nominated {
+		return
+	}
+	r.make()
+	if r.err != nil {
+		// Left out rather than counted wrong; the API server refuses
+		// such a Pod, so this is a Pod from a newer API.
+		v.Log.Error(r.err, "pod left out of the fit view", "pod", key)
+		v.removePod(key)
+		return
+	}
+	if kept {
+		if old.node.name == r.node && old.nominated == r.nominated {
+			records := *old.node.records(old.nominated)
+			if i := indexOf(records, key); i >= 0 {
+				r.share(&records[i], old.labels)
+				if old.labels == r.labels && records[i].Same(&r.rec) {
+					old.digest = r.digest
+					v.pods[key] = old
 					return
 				}
 			}
@@ -674,7 +703,7 @@ func (v *FitView) applyPod(key string, r *podRecord) {
 	*held = next
 	// The record's own Shape holds its whole key (PodOf): the view keys it
 	// by that string.
-	v.pods[rec.Prefix] = podPlace{node: fn, nominated: r.nominated, uid: r.uid, labels: r.labels}
+	v.pods[rec.Prefix] = podPlace{node: fn, nominated: r.nominated, digest: r.digest, labels: r.labels}
 	v.touch(fn.name)
 }
 

@@ -270,6 +270,75 @@ func TestFitView_RelistDropsWhatIsGone(t *testing.T) {
 	}
 }
 
+// TestFitView_UpdatesByDigest: a status update that changes nothing the
+// record is made from is not made into a record; one that changes its
+// inputs but not the record keeps the record and takes the new digest
+// (so that the next one is not made either); an in-place resize the
+// kubelet reports changes what the node holds.
+func TestFitView_UpdatesByDigest(t *testing.T) {
+	v, _ := startFitView(t)
+	v.init()
+	nodes, pods := fitNodeStore{v}, fitPodStore{v}
+	if err := nodes.Replace([]any{fitTestNode("n1", "2")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(fitTestPod("a", "n1", "1"))
+	if err := pods.Replace([]any{pod}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []interface{ Replace([]any, string) error }{fitClassStore{v}, fitNamespaceStore{v}} {
+		if err := st.Replace(nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func() (*fit.Shape, uint64) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		place := v.pods["apps/a"]
+		return place.node.bound[indexOf(place.node.bound, "apps/a")].Shape, place.digest
+	}
+	shape, digest := held()
+	update := func(change func(*corev1.Pod)) {
+		t.Helper()
+		pod = pod.DeepCopy()
+		change(pod)
+		if err := pods.Update(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	update(func(p *corev1.Pod) { p.Status.Message = "probe" })
+	if s, d := held(); s != shape || d != digest {
+		t.Errorf("a message: the record or digest changed (%p → %p, %x → %x)", shape, s, digest, d)
+	}
+	// The kubelet reports less in use than asked: the request is the
+	// larger, and stays.
+	update(func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	})
+	s, d := held()
+	if s != shape || d == digest {
+		t.Errorf("less reported in use: want the record kept and a new digest, got record %p → %p, digest %x → %x",
+			shape, s, digest, d)
+	}
+	if want := fit.Digest(digestSeed, pod); d != want {
+		t.Errorf("held digest %x, want the last version's %x", d, want)
+	}
+	if got := outcomes(v.Cluster(), fitTestAgent("1500m", "")); got != "n1=does-not-fit  unknown=1" {
+		t.Errorf("before the resize: %q", got)
+	}
+	// The kubelet resizes the container in place to 200m and says so.
+	update(func(p *corev1.Pod) {
+		small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}
+		p.Spec.Containers[0].Resources.Requests = small
+		p.Status.ContainerStatuses[0].AllocatedResources = small
+		p.Status.ContainerStatuses[0].Resources.Requests = small
+	})
+	if got := outcomes(v.Cluster(), fitTestAgent("1500m", "")); got != "n1=fits  unknown=1" {
+		t.Errorf("after the resize to 200m: %q", got)
+	}
+}
+
 // TestFitView_Gauges: the gauges count the Pod records and the nodes with
 // an allocatable.
 func TestFitView_Gauges(t *testing.T) {
@@ -422,6 +491,24 @@ func BenchmarkFitView_HeapPerPod(b *testing.B) {
 
 // BenchmarkFitView_StatusUpdate is one Pod update that changes nothing the
 // view keeps (a status report), in a view of 20,000 Pods.
+// runningPod gives a Pod the status a kubelet of v1.33 or later writes for
+// a running Pod: started, ready, each container's allocated and actual
+// resources (which the request reads).
+func runningPod(pod *corev1.Pod) *corev1.Pod {
+	start := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	pod.Status.StartTime = &start
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name,
+			Ready: true, AllocatedResources: c.Resources.Requests.DeepCopy(),
+			Resources: c.Resources.DeepCopy(), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}})
+	}
+	return pod
+}
+
+// BenchmarkFitView_StatusUpdate is one status update of a running Pod that
+// changes nothing the view keeps (its message), as most of a cluster's Pod
+// events are.
 func BenchmarkFitView_StatusUpdate(b *testing.B) {
 	v, _ := startFitView(b)
 	v.init()
@@ -430,7 +517,7 @@ func BenchmarkFitView_StatusUpdate(b *testing.B) {
 		name := fmt.Sprintf("node-%05d", i)
 		nodes = append(nodes, fitTestNode(name, "8"))
 		for j := range 10 {
-			pods = append(pods, fitTestPod(fmt.Sprintf("p-%d-%d", i, j), name, "100m"))
+			pods = append(pods, runningPod(fitTestPod(fmt.Sprintf("p-%d-%d", i, j), name, "100m")))
 		}
 	}
 	if err := (fitNodeStore{v}).Replace(nodes, ""); err != nil {

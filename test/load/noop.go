@@ -48,14 +48,7 @@ func runNoop(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *pprofAddr != "" {
-		go func() {
-			srv := &http.Server{Addr: *pprofAddr, ReadHeaderTimeout: 5 * time.Second}
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintln(os.Stderr, "no-op webhook: profiling endpoints:", err)
-			}
-		}()
-	}
+	servePprof(*pprofAddr, "no-op webhook")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var recorded atomic.Bool
@@ -95,4 +88,18 @@ func recordReview(path string, req admission.Request) error {
 		return err
 	}
 	return os.WriteFile(path, data, 0o600)
+}
+
+// servePprof serves Go's profiling endpoints on addr, when it is set, so
+// that the harness can profile a floor beside dsguard.
+func servePprof(addr, who string) {
+	if addr == "" {
+		return
+	}
+	go func() {
+		srv := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second}
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "%s: profiling endpoints: %v\n", who, err)
+		}
+	}()
 }

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -34,9 +36,11 @@ const podWatcherCommand = "pod-watcher"
 func runPodWatcher(args []string) error {
 	fs := flag.NewFlagSet(podWatcherCommand, flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server")
+	pprofAddr := fs.String("pprof", "", "address of Go's profiling endpoints (none when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	servePprof(*pprofAddr, podWatcherCommand)
 	if *kubeconfig == "" {
 		return errors.New("-kubeconfig is required")
 	}
@@ -92,7 +96,19 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		return nil
 	}
 	ph := podPhase{pods: n, before: env.memoryNow("before the Pods", r.opts.profile)}
-	watcher, err := startProcess(env.dir, podWatcherCommand, nil, env.noopBin, podWatcherCommand, "--kubeconfig", env.kubeconfig)
+	watcherArgs := []string{podWatcherCommand, "--kubeconfig", env.kubeconfig}
+	// With -profile the watcher is profiled beside dsguard in both
+	// windows: what dsguard spends beyond it shows as the difference.
+	var watcherPprof string
+	if r.opts.profile != "" && env.dsguardPprof != "" {
+		port, err := framework.FreePort()
+		if err != nil {
+			return err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		watcherArgs, watcherPprof = append(watcherArgs, "--pprof", addr), "http://"+addr
+	}
+	watcher, err := startProcess(env.dir, podWatcherCommand, nil, env.noopBin, watcherArgs...)
 	if err != nil {
 		return err
 	}
@@ -139,16 +155,9 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 	ph.watcherRSS, _ = watcher.rss()
 
 	logf("Pod phase: no updates for %s", r.opts.window)
-	var idleProf *profiler
-	if r.opts.profile != "" && env.dsguardPprof != "" {
-		idleProf = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-idle.pprof")}
-		idleProf.start(r.opts.window)
-	}
+	idleProfs := profileBoth(r.opts, env.dsguardPprof, watcherPprof, "idle")
 	ph.idle, ph.idleFloor, err = idleUse(ctx, r.opts.window, env.dsguard, watcher)
-	if idleProf != nil {
-		err = errors.Join(err, idleProf.wait())
-	}
-	if err != nil {
+	if err = errors.Join(err, idleProfs.wait()); err != nil {
 		return err
 	}
 	logf("  dsguard %.2f %% of a core, a bare Pod watcher %.2f %%", ph.idle.cpu*100, ph.idleFloor.cpu*100)
@@ -168,11 +177,7 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		_, _ = fs.done()
 		return err
 	}
-	var prof *profiler
-	if r.opts.profile != "" && env.dsguardPprof != "" {
-		prof = &profiler{url: env.dsguardPprof, path: filepath.Join(r.opts.profile, "dsguard-pod-updates.pprof")}
-		prof.start(r.opts.window)
-	}
+	profs := profileBoth(r.opts, env.dsguardPprof, watcherPprof, "pod-updates")
 	ph.load = pace(ctx, 50, r.opts.window, 64, func(ctx context.Context, i int) error {
 		patch := fmt.Sprintf(`{"status":{"message":"probe %d"}}`, i)
 		_, err := env.kube.CoreV1().Pods(nsPods).Patch(ctx, fmt.Sprintf("p-%d", i%n), types.MergePatchType,
@@ -183,9 +188,7 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 	ph.use, uerr = s.done()
 	ph.floor, ferr = fs.done()
 	ph.nodeFloor, nerr = ns.done()
-	if prof != nil {
-		uerr = errors.Join(uerr, prof.wait())
-	}
+	uerr = errors.Join(uerr, profs.wait())
 	if err := errors.Join(ctx.Err(), uerr, ferr, nerr); err != nil {
 		return err
 	}
@@ -196,6 +199,35 @@ func measurePods(ctx context.Context, env *environment, r *report) error {
 		ph.use.cpu*100, ph.floor.cpu*100, ph.nodeFloor.cpu*100, ph.load.rate)
 	r.pods = &ph
 	return nil
+}
+
+// profiles are CPU profiles taken side by side.
+type profiles []*profiler
+
+// profileBoth profiles dsguard and the bare Pod watcher for the next
+// window, into dsguard-WHAT.pprof and pod-watcher-WHAT.pprof, when the
+// run profiles (an empty URL is a process not profiled).
+func profileBoth(o options, dsguardURL, watcherURL, what string) profiles {
+	var ps profiles
+	if o.profile == "" {
+		return nil
+	}
+	for _, p := range []struct{ url, name string }{{dsguardURL, "dsguard"}, {watcherURL, podWatcherCommand}} {
+		if p.url != "" {
+			pr := &profiler{url: p.url, path: filepath.Join(o.profile, p.name+"-"+what+".pprof")}
+			pr.start(o.window)
+			ps = append(ps, pr)
+		}
+	}
+	return ps
+}
+
+func (ps profiles) wait() error {
+	var err error
+	for _, p := range ps {
+		err = errors.Join(err, p.wait())
+	}
+	return err
 }
 
 // idleUse measures two processes side by side for window, with nothing
