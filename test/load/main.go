@@ -103,7 +103,8 @@ func main() {
 		"(DSGUARD_MEMORY_LIMIT, from the chart's default limits.memory); 0 for none")
 	phases := flag.String("phases", strings.Join(allPhases, ","), "measurements to run, comma-separated: "+strings.Join(allPhases, ", "))
 	flag.StringVar(&o.profile, "profile", "", "write to this directory CPU profiles of dsguard and the no-op webhook under each direct load step "+
-		"and of dsguard over the first 20 s of the creates, and dsguard's heap profile at each moment of the memory table")
+		"and of dsguard over the first 20 s of the creates, of dsguard and the bare Pod watcher in the Pod phase's windows, "+
+		"and dsguard's heap profile at each moment of the memory table")
 	flag.Parse()
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
