@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
-	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -73,9 +72,8 @@ func TestDigest_ChangesWheneverTheRecordDoes(t *testing.T) {
 			t.Errorf("no change of %s changed the record in %d tries: the Pods do not reach it", path, wantTries)
 		}
 	}
-	t.Logf("%d spots, %d tries each (%d for the %d above); %d spots changed the record: %v", len(spots), tries,
-		wantTries, len(want), len(changed),
-		slices.Sorted(maps.Keys(changed)))
+	t.Logf("%d spots, %d tries each (%d for the %d above); %d spots changed the record: %v",
+		len(spots), tries, wantTries, len(want), len(changed), slices.Sorted(maps.Keys(changed)))
 }
 
 // digestTestPod is a random Pod the view keeps: bound (or nominated),
@@ -162,7 +160,7 @@ func (s spot) change(r *rand.Rand, v reflect.Value) {
 			v = v.Index(r.IntN(v.Len()))
 		}
 	}
-	place{v: v, isMap: v.Kind() == reflect.Map}.mutate(r)
+	mutate(r, v)
 }
 
 // spotsOf lists the spots under a value of type t, reached by steps; the
@@ -202,14 +200,6 @@ func spotsOf(t reflect.Type, steps []step, path string, self bool, seen map[refl
 	}
 }
 
-func sum(m map[string]int) int {
-	n := 0
-	for _, c := range m {
-		n += c
-	}
-	return n
-}
-
 // viewedRecord is everything the view keeps of a Pod, as text to compare.
 func viewedRecord(pod *corev1.Pod) string {
 	r, err := recordOf(pod)
@@ -247,36 +237,24 @@ func termsText(terms []fit.Term) string {
 	return s
 }
 
-var indices = regexp.MustCompile(`\[[0-9]+\]`)
-
-// generic is a path with its indices dropped: spec.containers[].name.
-func generic(path string) string { return indices.ReplaceAllString(path, "[]") }
-
-// place is one spot of an object that a change can reach.
-type place struct {
-	path  string
-	v     reflect.Value
-	isMap bool
-}
-
-// mutate gives the spot a new random value; a map gets either a new whole
-// or one entry set.
-func (p place) mutate(r *rand.Rand) {
-	if p.isMap && r.IntN(2) == 0 {
-		m := reflect.MakeMap(p.v.Type())
-		for _, k := range p.v.MapKeys() {
-			m.SetMapIndex(k, p.v.MapIndex(k))
+// mutate gives v a new random value; a map gets either a new whole or one
+// entry set.
+func mutate(r *rand.Rand, v reflect.Value) {
+	if v.Kind() == reflect.Map && r.IntN(2) == 0 {
+		m := reflect.MakeMap(v.Type())
+		for _, k := range v.MapKeys() {
+			m.SetMapIndex(k, v.MapIndex(k))
 		}
-		k, v := reflect.New(p.v.Type().Key()).Elem(), reflect.New(p.v.Type().Elem()).Elem()
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
 		randomFill(r, k, 0)
-		randomFill(r, v, 0)
-		m.SetMapIndex(k, v)
-		p.v.Set(m)
+		randomFill(r, e, 0)
+		m.SetMapIndex(k, e)
+		v.Set(m)
 		return
 	}
-	fresh := reflect.New(p.v.Type()).Elem()
+	fresh := reflect.New(v.Type()).Elem()
 	randomFill(r, fresh, 0)
-	p.v.Set(fresh)
+	v.Set(fresh)
 }
 
 func jsonName(f reflect.StructField) string {
