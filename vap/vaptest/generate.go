@@ -118,7 +118,10 @@ func pick[T any](g *gen, xs []T) T { return xs[g.r.IntN(len(xs))] }
 
 func (g *gen) chance(p float64) bool { return g.r.Float64() < p }
 
-func (g *gen) container(name string, hostNetwork bool, mounts []string) corev1.Container {
+// container draws a container; hostPorts are the host ports the Pod's
+// containers hold so far: the API server refuses a Pod whose containers
+// share one, so a port drawn again is left out.
+func (g *gen) container(name string, hostNetwork bool, mounts []string, hostPorts map[int32]bool) corev1.Container {
 	c := corev1.Container{Name: name, Image: pick(g, images)}
 	if g.chance(0.6) {
 		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9100)}}}
@@ -138,7 +141,18 @@ func (g *gen) container(name string, hostNetwork bool, mounts []string) corev1.C
 				port.HostPort = int32(19000 + g.r.IntN(50))
 			}
 		}
-		c.Ports = []corev1.ContainerPort{port}
+		// Under hostNetwork the API server makes the container port a host
+		// port when none is given.
+		held := port.HostPort
+		if held == 0 && hostNetwork {
+			held = port.ContainerPort
+		}
+		if held == 0 || !hostPorts[held] {
+			if held != 0 {
+				hostPorts[held] = true
+			}
+			c.Ports = []corev1.ContainerPort{port}
+		}
 	}
 	for i, m := range mounts {
 		if g.chance(0.6) {
@@ -179,11 +193,12 @@ func (g *gen) daemonSet(i int) *appsv1.DaemonSet {
 		spec.Volumes = append(spec.Volumes, v)
 		mounts = append(mounts, v.Name)
 	}
+	hostPorts := map[int32]bool{}
 	for j := range 1 + g.r.IntN(2) {
-		spec.Containers = append(spec.Containers, g.container(fmt.Sprintf("main-%d", j), spec.HostNetwork, mounts))
+		spec.Containers = append(spec.Containers, g.container(fmt.Sprintf("main-%d", j), spec.HostNetwork, mounts, hostPorts))
 	}
 	for j := range g.r.IntN(3) {
-		c := g.container(fmt.Sprintf("init-%d", j), spec.HostNetwork, mounts)
+		c := g.container(fmt.Sprintf("init-%d", j), spec.HostNetwork, mounts, hostPorts)
 		if g.chance(0.5) {
 			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		} else {
