@@ -666,7 +666,8 @@ func (s fitPodStore) each(objs []any, remove, complete bool) error {
 // into a record. mu is held.
 func (v *FitView) applyPod(key string, r *podRecord) {
 	old, kept := v.pods[key]
-	if kept && old.digest == r.digest && old.node.name == r.node && old.nominated == r.nominated {
+	samePlace := kept && old.node.name == r.node && old.nominated == r.nominated
+	if samePlace && old.digest == r.digest {
 		return
 	}
 	r.make()
@@ -677,18 +678,18 @@ func (v *FitView) applyPod(key string, r *podRecord) {
 		v.removePod(key)
 		return
 	}
-	if kept {
-		if old.node.name == r.node && old.nominated == r.nominated {
-			records := *old.node.records(old.nominated)
-			if i := indexOf(records, key); i >= 0 {
-				r.share(&records[i], old.labels)
-				if old.labels == r.labels && records[i].Same(&r.rec) {
-					old.digest = r.digest
-					v.pods[key] = old
-					return
-				}
+	if samePlace {
+		records := *old.node.records(old.nominated)
+		if i := indexOf(records, key); i >= 0 {
+			r.share(&records[i], old.labels)
+			if old.labels == r.labels && records[i].Same(&r.rec) {
+				old.digest = r.digest
+				v.pods[key] = old
+				return
 			}
 		}
+	}
+	if kept {
 		v.removePod(key)
 	}
 	r.intern()

@@ -271,7 +271,8 @@ func TestFitView_RelistDropsWhatIsGone(t *testing.T) {
 }
 
 // TestFitView_UpdatesByDigest: a status update that changes nothing the
-// record is made from is not made into a record; one that changes its
+// record is made from is not made into a record (it allocates as much as
+// passing it on does); one that changes its
 // inputs but not the record keeps the record and takes the new digest
 // (so that the next one is not made either); an in-place resize the
 // kubelet reports changes what the node holds.
@@ -310,6 +311,11 @@ func TestFitView_UpdatesByDigest(t *testing.T) {
 	update(func(p *corev1.Pod) { p.Status.Message = "probe" })
 	if s, d := held(); s != shape || d != digest {
 		t.Errorf("a message: the record or digest changed (%p → %p, %x → %x)", shape, s, digest, d)
+	}
+	// Not made at all: making the record (its request) allocates a dozen
+	// times; the update itself, its record and the slice of it, twice.
+	if n := testing.AllocsPerRun(50, func() { _ = pods.Update(pod) }); n > 3 {
+		t.Errorf("an update with the held digest allocated %.0f times: its record was made", n)
 	}
 	// The kubelet reports less in use than asked: the request is the
 	// larger, and stays.

@@ -11,7 +11,7 @@ import (
 
 // Digest hashes everything a Pod's record is made from (PodOf) and what a
 // view keeps beside it: the key, the node it is bound or nominated to, the
-// phase, the UID, the start, the priority, every input of the request
+// phase, the start, the priority, every input of the request
 // (containers' and init containers' requests and restart policies, the
 // resources the kubelet reports in the status, a pending resize's reason,
 // pod-level resources, the overhead), the host ports, the labels, the
@@ -31,7 +31,6 @@ func Digest(seed maphash.Seed, pod *corev1.Pod) uint64 {
 	d.h.SetSeed(seed)
 	d.str(pod.Namespace)
 	d.str(pod.Name)
-	d.str(string(pod.UID))
 	d.str(string(pod.Status.Phase))
 	d.str(pod.Spec.NodeName)
 	d.str(pod.Status.NominatedNodeName)
@@ -45,7 +44,7 @@ func Digest(seed maphash.Seed, pod *corev1.Pod) uint64 {
 		priority = int64(*p)
 	}
 	d.num(uint64(priority))
-	d.num(d.labels(pod.Labels))
+	d.num(unordered(&d, pod.Labels, func(v string) string { return v }))
 	for i := range pod.OwnerReferences {
 		if ref := &pod.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
 			d.str(ref.Kind)
@@ -167,26 +166,20 @@ func (d *digester) containerStatus(s *corev1.ContainerStatus) {
 	}
 }
 
-// resources hashes a resource list whatever the order of its entries,
-// telling a nil list from an empty one (the request reads a status list
-// only when it is set). A quantity is hashed in its canonical form, so
-// equal values written alike hash alike.
-func (d *digester) resources(list corev1.ResourceList) uint64 {
-	if list == nil {
+// resources hashes a resource list; a quantity in its canonical form, so
+// that equal values written alike hash alike.
+func (d *digester) resources(list corev1.ResourceList) uint64 { return unordered(d, list, canonical) }
+
+// unordered hashes a map whatever the order of its entries, each entry on
+// its own and the hashes summed, telling a nil map from an empty one (the
+// request reads a status list only when it is set).
+func unordered[K ~string, V any](d *digester, m map[K]V, value func(V) string) uint64 {
+	if m == nil {
 		return 0
 	}
-	sum := uint64(len(list)) + 1
-	for name, q := range list {
-		sum += d.pair(string(name), canonical(q))
-	}
-	return sum
-}
-
-// labels hashes a string map whatever the order of its entries.
-func (d *digester) labels(m map[string]string) uint64 {
-	sum := uint64(len(m))
+	sum := uint64(len(m)) + 1
 	for k, v := range m {
-		sum += d.pair(k, v)
+		sum += d.pair(string(k), value(v))
 	}
 	return sum
 }
