@@ -117,9 +117,11 @@ race-e2e: tools ## Run the fault e2e suite against a dsguard built with -race
 	DSGUARD_E2E_RACE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 30m -v $(RACE_E2E_PKGS) 2>&1 | hack/e2e-summary.sh
 
 .PHONY: unit-image
-unit-image: ## Vet and unit-test the packages the image's build tags change (IMAGE_TAGS)
+unit-image: ## Vet and unit-test the packages the image's build tags change (IMAGE_TAGS); build the offline dsguard of make demo
 	$(GO) vet -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
 	$(GO) test -count=1 -tags '$(IMAGE_TAGS)' ./render/ ./cmd/dsguard/
+	@# The offline build make demo shows its first verdicts with (hack/demo.sh).
+	$(GO) build -tags 'offline,$(IMAGE_TAGS)' -o /dev/null ./cmd/dsguard/
 
 # The e2e tests of a package share one cluster and run in a new order each
 # time (-shuffle), so that none leans on what another left behind; the
@@ -167,9 +169,8 @@ chart-docs: ## Regenerate the values table of charts/dsguard/README.md from valu
 DEMO_TOOLS := kube-apiserver,kubectl,etcd,helm
 
 .PHONY: demo
-demo: ## Start a real control plane and dsguard, and walk through kubectl being rejected and warned
-	@hack/tools.sh --only $(DEMO_TOOLS)
-	@DSGUARD_TOOLS_ONLY=$(DEMO_TOOLS) hack/run-isolated.sh $(GO) run ./test/e2e/demo
+demo: ## Show dsguard's offline verdicts while a real control plane builds, then walk through kubectl being rejected and warned by dsguard serving
+	@GO=$(GO) hack/demo.sh $(DEMO_TOOLS)
 
 .PHONY: bench
 bench: ## Run the benchmarks (engine: target <= 5us and <= 20 allocs per DaemonSet)

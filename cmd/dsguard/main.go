@@ -54,8 +54,8 @@ func newRootCommand() *cobra.Command {
 		// completion then speak of the command the user typed.
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dsguard"}
 	}
-	root.AddCommand(newServeCommand(), newCheckCommand(), newAuditCommand(), newNodesCommand(), newRulesCommand(), newVAPCommand(), newVersionCommand(), newHookCommand(),
-		newNodeChangeCommand(taintChange), newNodeChangeCommand(labelChange))
+	root.AddCommand(newCheckCommand(), newRulesCommand(), newVersionCommand())
+	root.AddCommand(clusterCommands()...)
 	return root
 }
 
