@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# check-dump.sh NODES PODS_PER_NODE [yaml|json]: measure dsguard check --nodes on a cluster dump of NODES nodes
-# with PODS_PER_NODE Pods each, as kubectl get nodes,pods,priorityclasses -A -o yaml (or json) writes it, beside
-# the floor of merely parsing the same file with the same reader (YAML or JSON to objects, nothing decoded), and
-# print the time and peak RSS of each. The dump is written once per size into a cache directory.
+# check-dump.sh NODES PODS_PER_NODE [yaml|json] [kubectl|api|stripped] [MAX_SECONDS MAX_MIB]: measure dsguard
+# check --nodes on a cluster dump of NODES nodes with PODS_PER_NODE Pods each, as kubectl get
+# nodes,pods,priorityclasses -A -o yaml (or json) writes it (api: the one-line NodeList the API server returns,
+# managedFields kept; stripped: nodes with names, labels and taints only), beside the floor of merely parsing the
+# same file with the same decoder (JSON token by token; YAML split and converted, nothing decoded), and print the
+# time and peak RSS of each; with MAX_SECONDS and MAX_MIB, say whether check stayed within them (exit 1 if not).
+# The dump is written once per size and form into a cache directory.
 set -euo pipefail
 nodes=${1:-5000}
 per=${2:-30}
 format=${3:-yaml}
+as=${4:-kubectl}
+max_s=${5:-}
+max_mib=${6:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${DSGUARD_DUMP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard/dumps}
 mkdir -p "$cache"
@@ -14,10 +20,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/dsguard" "$root/cmd/dsguard"
 go build -o "$tmp/load" "$root/test/load"
-dump="$cache/dump-$nodes-$per.$format"
+dump="$cache/dump-$nodes-$per-$as.$format"
 if [ ! -s "$dump" ]; then
   echo "writing $dump"
-  "$tmp/load" dump -nodes "$nodes" -pods-per-node "$per" -format "$format" -o "$dump.part"
+  "$tmp/load" dump -nodes "$nodes" -pods-per-node "$per" -format "$format" -as "$as" -o "$dump.part"
   mv "$dump.part" "$dump"
 fi
 cat > "$tmp/agent.yaml" <<'YAML'
@@ -36,7 +42,7 @@ spec:
           image: example.com/agent:v1.0.0
           resources: {requests: {cpu: 100m, memory: 128Mi}}
 YAML
-echo "input: $dump, $(du -m "$dump" | cut -f1) MB, $nodes nodes with $per Pods each"
+echo "input: $dump ($as), $(du -m "$dump" | cut -f1) MB, $nodes nodes with $per Pods each"
 /usr/bin/time -f "%M %e" -o "$tmp/time" "$tmp/load" parse "$dump"
 read -r kb secs < <(tail -n 1 "$tmp/time")
 echo "parse only: ${secs}s, peak RSS $((kb / 1024)) MiB"
@@ -47,6 +53,16 @@ set -e
 tail -n 3 "$tmp/out"
 read -r kb secs < <(tail -n 1 "$tmp/time")
 echo "dsguard check --nodes: ${secs}s, peak RSS $((kb / 1024)) MiB, exit $rc"
+verdict=0
+if [[ -n "$max_s" ]]; then
+  if awk -v s="$secs" -v m="$max_s" -v kb="$kb" -v mib="$max_mib" 'BEGIN { exit !(s <= m && kb / 1024 <= mib) }'; then
+    echo "within the target: <= ${max_s}s and <= ${max_mib} MiB"
+  else
+    echo "OVER the target: <= ${max_s}s and <= ${max_mib} MiB"
+    verdict=1
+  fi
+fi
 /usr/bin/time -f "%M %e" -o "$tmp/time" "$tmp/dsguard" version > /dev/null
 read -r kb secs < <(tail -n 1 "$tmp/time")
 echo "dsguard version (the binary's own footprint): peak RSS $((kb / 1024)) MiB"
+exit $verdict

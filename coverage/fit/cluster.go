@@ -104,7 +104,9 @@ type Builder struct {
 	// dump's records cost what differs from Pod to Pod.
 	shapes map[string]*Shape
 	labels map[string]map[string]string
-	key    []byte
+	// key and labelsKey are the buffers a Shape's and a label map's keys
+	// are made in (a Shape's key is held while its labels are shared).
+	key, labelsKey []byte
 }
 
 // NewBuilder returns an empty Builder.
@@ -129,13 +131,13 @@ func (b *Builder) AddNode(node *corev1.Node) *Node {
 
 // share returns the one map the Builder keeps for labels (skip left out).
 func (b *Builder) share(labels map[string]string, skip string) map[string]string {
-	key := LabelsKey(labels, skip)
-	if shared, ok := b.labels[key]; ok {
+	b.labelsKey = appendLabelsKey(b.labelsKey[:0], labels, skip)
+	if shared, ok := b.labels[string(b.labelsKey)]; ok {
 		return shared
 	}
 	shared := maps.Clone(labels)
 	delete(shared, skip)
-	b.labels[key] = shared
+	b.labels[string(b.labelsKey)] = shared
 	return shared
 }
 
@@ -627,15 +629,23 @@ func (o *Outcome) why() (why, note string) {
 // value, NUL, sorted by key. Equal keys are equal label sets, so that the
 // holders of the same labels can share one map.
 func LabelsKey(labels map[string]string, skip string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if k == skip {
-			continue
+	return string(appendLabelsKey(nil, labels, skip))
+}
+
+// appendLabelsKey appends LabelsKey's key to buf: a Builder reading tens
+// of thousands of nodes looks its shared map up by a buffer it reuses, and
+// makes a string only for a map it has not seen.
+func appendLabelsKey(buf []byte, labels map[string]string, skip string) []byte {
+	var scratch [32]string
+	keys := scratch[:0]
+	for k := range labels {
+		if k != skip {
+			keys = append(keys, k)
 		}
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(labels[k])
-		b.WriteByte(0)
 	}
-	return b.String()
+	slices.Sort(keys)
+	for _, k := range keys {
+		buf = append(append(append(append(buf, k...), 0), labels[k]...), 0)
+	}
+	return buf
 }

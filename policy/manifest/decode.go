@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -56,10 +57,23 @@ type DaemonSet struct {
 
 // source is the text an object was decoded from: a whole document (item,
 // when not zero, selects the object among the document's List items), or a
-// List item streamed on its own, de-indented by column.
+// List item streamed on its own, de-indented by column. A JSON value read
+// from the middle of a line starts pad columns in: only its first line is
+// shifted.
 type source struct {
-	doc          []byte
-	item, column int
+	doc               []byte
+	item, column, pad int
+}
+
+// kept returns a copy of src that outlives the buffer it points into, with
+// a JSON value's first line padded to its columns in the file.
+func (src source) kept() source {
+	doc := make([]byte, src.pad, src.pad+len(src.doc))
+	for i := range doc {
+		doc[i] = ' '
+	}
+	src.doc, src.pad = append(doc, src.doc...), 0
+	return src
 }
 
 // Position returns where the field named by path (a field.Path string) is
@@ -105,7 +119,12 @@ func (rd *Reader) Decode(file string, r io.Reader) {
 
 func (rd *Reader) decode(base Location, r io.Reader) {
 	rd.Files++
-	docs := newDocuments(r)
+	br := bufio.NewReaderSize(r, 64<<10)
+	if looksLikeJSON(br) {
+		rd.decodeJSON(base, br)
+		return
+	}
+	docs := newDocuments(br)
 	for {
 		p, err := docs.next()
 		if errors.Is(err, io.EOF) {
@@ -182,6 +201,12 @@ func (rd *Reader) notKubernetes(loc Location) {
 }
 
 func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int) {
+	rd.decodeObjectAs(loc, src, data, depth, nil)
+}
+
+// decodeObjectAs decodes an object; implied, when set, is the type of an
+// object that names none (an item of an API server's NodeList).
+func (rd *Reader) decodeObjectAs(loc Location, src source, data []byte, depth int, implied *metav1.TypeMeta) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return // an empty document, e.g. only comments
@@ -190,10 +215,16 @@ func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int)
 		rd.notKubernetes(loc)
 		return
 	}
-	var tm metav1.TypeMeta
-	if err := json.Unmarshal(trimmed, &tm); err != nil {
-		rd.fail(loc, fmt.Errorf("apiVersion and kind must be strings: %v", err))
+	if implied != nil && rd.decodeImplied(loc, trimmed, *implied) {
 		return
+	}
+	tm, err := typeMeta(trimmed)
+	if err != nil {
+		rd.fail(loc, err)
+		return
+	}
+	if tm.APIVersion == "" && tm.Kind == "" && implied != nil {
+		tm = *implied
 	}
 	switch {
 	case tm.APIVersion == "" && tm.Kind == "":
@@ -204,7 +235,7 @@ func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int)
 		return
 	}
 	if strings.HasSuffix(tm.Kind, "List") {
-		rd.decodeList(loc, src.doc, trimmed, depth)
+		rd.decodeList(loc, src.doc, trimmed, depth, itemType(tm))
 		return
 	}
 	rd.Objects++
@@ -223,8 +254,7 @@ func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int)
 		if loc.Line > 0 {
 			// The DaemonSet keeps the text only: the document's
 			// buffer is reused for the next one.
-			d.src = src
-			d.src.doc = bytes.Clone(src.doc)
+			d.src = src.kept()
 		}
 		if rd.OnDaemonSet != nil {
 			rd.OnDaemonSet(d)
@@ -233,15 +263,11 @@ func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int)
 		rd.fail(loc, fmt.Errorf("DaemonSet apiVersion %s was removed in Kubernetes 1.16; "+
 			"change it to apps/v1 (which also requires spec.selector to match the template labels)", tm.APIVersion))
 	case tm.Kind == "Node" && tm.APIVersion == "v1":
-		var node corev1.Node
-		if decodeInto(rd, loc, trimmed, "Node", &node) && rd.OnNode != nil {
-			rd.OnNode(&node)
+		if rd.OnNode != nil {
+			handOn(rd, loc, trimmed, nodeType, false, decodeNode, rd.OnNode)
 		}
 	case tm.Kind == "Pod" && tm.APIVersion == "v1" && rd.OnPod != nil:
-		var pod corev1.Pod
-		if decodeInto(rd, loc, trimmed, "Pod", &pod) {
-			rd.OnPod(&pod)
-		}
+		handOn(rd, loc, trimmed, podType, false, decodePod, rd.OnPod)
 	case tm.Kind == "PriorityClass" && tm.APIVersion == "scheduling.k8s.io/v1" && rd.OnPriorityClass != nil:
 		var pc schedulingv1.PriorityClass
 		if decodeInto(rd, loc, trimmed, "PriorityClass", &pc) {
@@ -260,6 +286,46 @@ func (rd *Reader) decodeObject(loc Location, src source, data []byte, depth int)
 	}
 }
 
+// decodeImplied decodes an item of a NodeList or PodList as the List's kind
+// in one pass, without reading its apiVersion and kind first; it reports
+// false, having handed nothing on, when the item names a type of its own
+// that is not the List's (the caller then reads it as any object).
+func (rd *Reader) decodeImplied(loc Location, obj []byte, implied metav1.TypeMeta) bool {
+	switch {
+	case implied == nodeType && rd.OnNode != nil:
+		return handOn(rd, loc, obj, implied, true, decodeNode, rd.OnNode)
+	case implied == podType && rd.OnPod != nil:
+		return handOn(rd, loc, obj, implied, true, decodePod, rd.OnPod)
+	}
+	return false
+}
+
+var (
+	nodeType = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	podType  = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+)
+
+// handOn decodes obj, an object of type want, and hands it to on, or
+// records why it could not be decoded. An item of a typed List (listItem)
+// is not yet counted and may name no type: it reports false, having done
+// nothing, when the item names a type other than want.
+func handOn[T any](rd *Reader, loc Location, obj []byte, want metav1.TypeMeta, listItem bool,
+	decode func([]byte) (T, metav1.TypeMeta, error), on func(T)) bool {
+	v, tm, err := decode(obj)
+	if listItem {
+		if err == nil && tm != (metav1.TypeMeta{}) && tm != want {
+			return false
+		}
+		rd.Objects++
+	}
+	if err != nil {
+		rd.fail(loc, fmt.Errorf("%s: %v", want.Kind, err))
+		return true
+	}
+	on(v)
+	return true
+}
+
 // decodeInto decodes an object read back from the API server (no strict
 // field checks: a newer server's fields are not an error) and records a
 // failure under kind.
@@ -271,7 +337,7 @@ func decodeInto(rd *Reader, loc Location, data []byte, kind string, into any) bo
 	return true
 }
 
-func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int) {
+func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int, implied *metav1.TypeMeta) {
 	if depth >= maxListDepth {
 		rd.fail(loc, fmt.Errorf("Lists nested more than %d deep", maxListDepth))
 		return
@@ -290,7 +356,7 @@ func (rd *Reader) decodeList(loc Location, doc, data []byte, depth int) {
 		} else {
 			itemLoc.Line = 0 // nested Lists: no position worth the bookkeeping
 		}
-		rd.decodeObject(itemLoc, source{doc: doc, item: itemLoc.Item}, item, depth+1)
+		rd.decodeObjectAs(itemLoc, source{doc: doc, item: itemLoc.Item}, item, depth+1, implied)
 	}
 }
 

@@ -1,10 +1,14 @@
 package manifest
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 const daemonSetYAML = `apiVersion: apps/v1
@@ -53,6 +57,41 @@ func TestSet_Decode(t *testing.T) {
 			input:      `{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"name":"j"},"spec":{"selector":{"matchLabels":{"a":"j"}},"template":{"metadata":{"labels":{"a":"j"}},"spec":{"containers":[{"name":"c","image":"i:1"}]}}}}`,
 			daemonSets: []string{"j"},
 		},
+		{
+			name: "an API server's NodeList: one line, items without apiVersion and kind",
+			input: `{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` +
+				`{"metadata":{"name":"n1","managedFields":[{"manager":"kubelet"}]},"status":{"images":[{"names":["a"]}]}},` +
+				`{"metadata":{"name":"n2"}},{"apiVersion":"v1","kind":"Node","metadata":{"name":"n3"}}]}`,
+			nodes: 3,
+		},
+		{
+			name:    "an item naming a kind of its own in a NodeList is read as that kind",
+			input:   `{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"n1"}},{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}]}`,
+			nodes:   1,
+			skipped: map[string]int{"v1/ConfigMap": 1},
+		},
+		{
+			name:  "items of a plain List name their own kind; without one they are not Kubernetes",
+			input: `{"apiVersion":"v1","items":[{"metadata":{"name":"n1"}},{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"}}],"kind":"List"}`,
+			nodes: 1, ignored: true,
+		},
+		{
+			name:   "JSON items in an object that is not a List",
+			input:  `{"apiVersion":"v1","kind":"ConfigMap","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}]}`,
+			nodes:  1,
+			errors: []string{"ConfigMap has top-level items, read as a List's; only a List has them"},
+		},
+		{name: "a JSON array is not Kubernetes: ignored", input: `[1, 2, {"a": "b"}]`, ignored: true},
+		{name: "invalid JSON names the document", input: `{"apiVersion": "v1", "kind": "List", "items": [{"a": }]}`, errors: []string{"input.yaml: document 1: not valid JSON"}},
+		{name: "a Node whose field has the wrong type", input: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":"x"}}`, errors: []string{`Node: cannot unmarshal JSON string into Go []v1.Taint within "/spec/taints"`}},
+		{
+			name:    "concatenated JSON objects are documents",
+			input:   `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}` + "\n" + `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}`,
+			nodes:   1,
+			skipped: map[string]int{"v1/Service": 1},
+		},
+		{name: "a YAML flow mapping is not taken for JSON", input: "{apiVersion: v1, kind: Node, metadata: {name: node-a}}\n", nodes: 1},
+		{name: "a YAML 1.1 boolean where a name goes", input: "{apiVersion: v1, kind: Node, metadata: {name: n}}\n", errors: []string{`Node: cannot unmarshal JSON boolean into Go string within "/metadata/name"`}},
 		{
 			name: "List with DaemonSets and Nodes",
 			input: "apiVersion: v1\nkind: List\nitems:\n" +
@@ -199,5 +238,90 @@ func TestSet_Load(t *testing.T) {
 
 	if err := new(Set).Load([]string{filepath.Join(dir, "missing.yaml")}, nil); err == nil {
 		t.Error("missing path: want an error")
+	}
+}
+
+// countingReader writes a NodeList of n nodes as it is read and counts the
+// bytes it has handed out.
+type countingReader struct {
+	n, next int
+	pending []byte
+	read    int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for len(c.pending) == 0 {
+		switch {
+		case c.next == 0:
+			c.pending = []byte(`{"kind":"NodeList","apiVersion":"v1","items":[`)
+		case c.next <= c.n:
+			sep := ","
+			if c.next == 1 {
+				sep = ""
+			}
+			c.pending = fmt.Appendf(nil, `%s{"metadata":{"name":"node-%d","labels":{"pool":"a"}},"status":{"images":[{"names":["%s"]}]}}`,
+				sep, c.next, strings.Repeat("x", 2000))
+		case c.next == c.n+1:
+			c.pending = []byte("]}")
+		default:
+			return 0, io.EOF
+		}
+		c.next++
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	c.read += n
+	return n, nil
+}
+
+// TestReader_StreamsJSONLists: each node of a one-line NodeList (40 MB) is
+// handed on while the input has been read a bounded distance past it.
+func TestReader_StreamsJSONLists(t *testing.T) {
+	const nodes = 20000
+	in := &countingReader{n: nodes}
+	seen := 0
+	rd := &Reader{OnNode: func(n *corev1.Node) {
+		seen++
+		if want := fmt.Sprintf("node-%d", seen); n.Name != want {
+			t.Fatalf("node %d is %s, want %s", seen, n.Name, want)
+		}
+		// Item k ends at about k times its size; the reader may be
+		// ahead of it by its buffers (64 KiB, and the decoder's).
+		if ahead := in.read - seen*2100; ahead > 1<<20 {
+			t.Fatalf("node %d handed on with %d bytes read past it", seen, ahead)
+		}
+	}}
+	rd.Decode("nodes.json", in)
+	if len(rd.Errors) > 0 || seen != nodes {
+		t.Fatalf("%d nodes handed on of %d, errors %v", seen, nodes, rd.Errors)
+	}
+}
+
+// TestLineTracker_Positions: a value's line and column in the file, on one
+// line or many, and after the bytes before it were forgotten.
+func TestLineTracker_Positions(t *testing.T) {
+	input := "{\"a\": 1,\n  \"b\": [\n    {\"x\": 2}, {\"y\": 3}\n  ]\n}\n"
+	tr := &lineTracker{r: strings.NewReader(input), line: 1}
+	if _, err := io.ReadAll(tr); err != nil {
+		t.Fatal(err)
+	}
+	at := func(sub string) int64 { return int64(strings.Index(input, sub)) }
+	for _, tt := range []struct {
+		sub          string
+		line, column int
+	}{{`{"a"`, 1, 1}, {`"b"`, 2, 3}, {`{"x"`, 3, 5}, {`{"y"`, 3, 15}, {"]", 4, 3}} {
+		if line, column := tr.position(at(tt.sub)); line != tt.line || column != tt.column {
+			t.Errorf("position of %q = %d:%d, want %d:%d", tt.sub, line, column, tt.line, tt.column)
+		}
+	}
+	tr.forget(at(`{"y"`))
+	if line, column := tr.position(at(`{"y"`)); line != 3 || column != 15 {
+		t.Errorf("after forget: %d:%d, want 3:15", line, column)
+	}
+	if line, column := tr.position(at("]")); line != 4 || column != 3 {
+		t.Errorf("after forget: ] at %d:%d, want 4:3", line, column)
+	}
+	if want := len(input) - int(at(`{"y"`)); len(tr.kept) != want {
+		t.Errorf("kept %d bytes after forget, want %d", len(tr.kept), want)
 	}
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,11 +32,16 @@ func runDump(args []string) error {
 	perNode := fs.Int("pods-per-node", 30, "Pods bound to each node")
 	out := fs.String("o", "", "file to write (default standard output)")
 	format := fs.String("format", "yaml", "yaml (kubectl get -o yaml) or json (kubectl get -o json)")
+	as := fs.String("as", "kubectl", "kubectl (as -format says), api (the NodeList the API server returns: "+
+		"one line of JSON, items without apiVersion and kind, managedFields kept) or stripped (nodes with names, labels and taints only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *nodes < 10 {
 		return fmt.Errorf("-nodes must be at least 10")
+	}
+	if *as != "kubectl" && *perNode != 0 {
+		return fmt.Errorf("-as %s writes nodes only: give -pods-per-node 0", *as)
 	}
 	w := io.Writer(os.Stdout)
 	if *out != "" {
@@ -43,11 +52,31 @@ func runDump(args []string) error {
 		defer f.Close()
 		w = f
 	}
+	f := newFleet(*nodes, 0)
+	switch *as {
+	case "api":
+		return writeAPINodeList(w, f.nodes)
+	case "stripped":
+		lw, err := manifest.NewListWriter(w, *format)
+		if err != nil {
+			return err
+		}
+		for _, n := range f.nodes {
+			stripped := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+				ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}, Spec: corev1.NodeSpec{Taints: n.Spec.Taints}}
+			if err := lw.Write(stripped); err != nil {
+				return err
+			}
+		}
+		return lw.Close()
+	case "kubectl":
+	default:
+		return fmt.Errorf("unknown -as %q (want kubectl, api or stripped)", *as)
+	}
 	lw, err := manifest.NewListWriter(w, *format)
 	if err != nil {
 		return err
 	}
-	f := newFleet(*nodes, 0)
 	for i, n := range f.nodes {
 		if err := lw.Write(dumpNode(n, i)); err != nil {
 			return err
@@ -129,6 +158,50 @@ func dumpNode(n *corev1.Node, i int) *corev1.Node {
 	return node
 }
 
+// writeAPINodeList writes nodes as the API server answers a LIST of them
+// (kubectl get --raw /api/v1/nodes): one line of JSON, the List's kind
+// before its items, the items without apiVersion and kind, and each Node
+// with the managedFields that kubectl get leaves out.
+func writeAPINodeList(w io.Writer, nodes []*corev1.Node) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	bw.WriteString(`{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"1000000"},"items":[`)
+	for i, n := range nodes {
+		node := dumpNode(n, i)
+		node.TypeMeta = metav1.TypeMeta{}
+		node.ManagedFields = dumpManagedFields()
+		b, err := json.Marshal(node)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
+}
+
+// dumpManagedFields are the entries a cloud node carries: the kubelet's
+// status, the node controller's podCIDR, the cloud controller's labels.
+func dumpManagedFields() []metav1.ManagedFieldsEntry {
+	at := metav1.NewTime(dumpEpoch)
+	entry := func(manager, op, sub, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), APIVersion: "v1",
+			Time: &at, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields), Subresource: sub}
+	}
+	return []metav1.ManagedFieldsEntry{
+		entry("kubelet", "Update", "", `{"f:metadata":{"f:annotations":{".":{},"f:node.alpha.kubernetes.io/ttl":{},"f:volumes.kubernetes.io/controller-managed-attach-detach":{}},`+
+			`"f:labels":{".":{},"f:beta.kubernetes.io/arch":{},"f:beta.kubernetes.io/os":{},"f:kubernetes.io/arch":{},"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:spec":{"f:providerID":{}}}`),
+		entry("kube-controller-manager", "Update", "", `{"f:spec":{"f:podCIDR":{},"f:podCIDRs":{".":{},"v:\"10.64.0.0/24\"":{}}}}`),
+		entry("kubelet", "Update", "status", `{"f:status":{"f:allocatable":{"f:cpu":{},"f:ephemeral-storage":{},"f:memory":{}},"f:capacity":{"f:cpu":{},"f:ephemeral-storage":{},"f:memory":{}},`+
+			`"f:conditions":{"k:{\"type\":\"DiskPressure\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}},`+
+			`"k:{\"type\":\"MemoryPressure\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}},`+
+			`"k:{\"type\":\"PIDPressure\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}},`+
+			`"k:{\"type\":\"Ready\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}}},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:machineID":{},"f:systemUUID":{}}}}`),
+	}
+}
+
 // dumpPriorityClasses are those of a cluster with a priority for node
 // agents and one for business workloads.
 func dumpPriorityClasses() []*schedulingv1.PriorityClass {
@@ -206,9 +279,12 @@ func dumpPod(i int, node string) *corev1.Pod {
 	return pod
 }
 
-// parseCommand reads a file with dsguard's own manifest reader and decodes
-// nothing: the floor that dsguard check --nodes on the same file is
-// compared with (time to merely parse the YAML or JSON).
+// parseCommand reads a file with the decoder dsguard's manifest reader
+// uses for it and builds nothing: the floor that dsguard check --nodes on
+// the same file is compared with. JSON is read token by token with
+// jsontext, as the reader streams it; YAML is split into documents and
+// List items and converted to JSON by the reader itself, with no callback
+// set, so nothing is decoded into objects.
 const parseCommand = "parse"
 
 func runParse(args []string) error {
@@ -216,10 +292,28 @@ func runParse(args []string) error {
 		return fmt.Errorf("usage: load parse FILE")
 	}
 	start := time.Now()
-	rd := &manifest.Reader{}
-	if err := rd.Load(args); err != nil {
+	f, err := os.Open(args[0])
+	if err != nil {
 		return err
 	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	if first, err := br.Peek(1); err == nil && (first[0] == '{' || first[0] == '[') {
+		dec := jsontext.NewDecoder(br)
+		tokens := 0
+		for {
+			if _, err := dec.ReadToken(); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return err
+			}
+			tokens++
+		}
+		fmt.Printf("parsed %d JSON tokens in %s\n", tokens, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	rd := &manifest.Reader{}
+	rd.Decode(args[0], br)
 	if len(rd.Errors) > 0 {
 		return rd.Errors[0]
 	}
