@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -323,5 +324,19 @@ func TestLineTracker_Positions(t *testing.T) {
 	}
 	if want := len(input) - int(at(`{"y"`)); len(tr.kept) != want {
 		t.Errorf("kept %d bytes after forget, want %d", len(tr.kept), want)
+	}
+}
+
+// The JSON decoder words its errors "cannot" or "unable to" at random per
+// process; a user's message (and a test's expectation) must not change with it.
+func TestJSONError_OneWording(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"json: unable to unmarshal JSON string into Go string", "json: cannot unmarshal JSON string into Go string"},
+		{"json: cannot unmarshal JSON string into Go string", "json: cannot unmarshal JSON string into Go string"},
+		{"jsontext: invalid character 'x' at start of value", "invalid character 'x' at start of value"},
+	} {
+		if got := jsonError(errors.New(tc.in)); got != tc.want {
+			t.Errorf("jsonError(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -251,6 +251,12 @@ func itemType(list metav1.TypeMeta) *metav1.TypeMeta {
 }
 
 // jsonError drops the decoder's package prefix: the message is the user's.
+// The decoder picks "cannot" or "unable to" at random per process so that
+// nobody matches its text; dsguard's messages say "cannot" every time.
 func jsonError(err error) string {
-	return strings.TrimPrefix(err.Error(), "jsontext: ")
+	msg := strings.TrimPrefix(err.Error(), "jsontext: ")
+	if rest, ok := strings.CutPrefix(msg, "json: unable to "); ok {
+		msg = "json: cannot " + rest
+	}
+	return msg
 }
