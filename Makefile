@@ -40,7 +40,7 @@ build: ## Build bin/dsguard (static, version stamped)
 # once, last, against a dsguard built with the race detector: it proves both
 # the faults survived and that no race occurs while they happen.
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (10s per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (20,000 inputs per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
 	@start=$$(date +%s); \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	trap 'hack/background.sh stop-all' EXIT INT TERM; \
@@ -65,8 +65,10 @@ test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kuberne
 E2E_PKGS ?= ./test/e2e/...
 E2E_BUT_FAULTS = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/faults$$')
 
-# Fuzzing in `make test` is a short smoke run per target; `make fuzz` runs longer.
-TEST_FUZZTIME ?= 10s
+# Fuzzing in `make test` is a short run per target, bounded by count (go
+# test -fuzztime Nx), so that a loaded machine tries as many inputs as an idle
+# one instead of fewer; `make fuzz` runs longer, by time.
+TEST_FUZZTIME ?= 20000x
 
 # fuzz-and-race is the step make test runs in the background beside chart
 # and e2e: fuzzing, the race detector's unit tests, then the compile of the

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/coverage/fit"
 )
 
 func node(name string, labels ...string) *corev1.Node {
@@ -46,7 +47,9 @@ func TestBuild_GroupsNodesThatEveryDaemonSetTreatsAlike(t *testing.T) {
 		// want maps "pool: nodes" to each agent's state (in the map's
 		// sorted order: kube-system/cni, then monitoring/node-exporter).
 		want map[string]string
-		live bool
+		// reasons maps a group to node-exporter's reason there.
+		reasons   map[string]string
+		live, fit bool
 	}{{
 		name:   "offline: predicted nodes are covered",
 		agents: []Agent{exporter, cni},
@@ -72,12 +75,48 @@ func TestBuild_GroupsNodesThatEveryDaemonSetTreatsAlike(t *testing.T) {
 			"role: control-plane: cp-1": "covered skipped",
 			"role: control-plane: cp-2": "covered misscheduled",
 		},
+	}, {
+		name: "offline with the cluster's Pods: the fit prediction's Pending and preempting nodes; a node of unknown room stays covered",
+		agents: []Agent{{
+			Namespace: exporter.Namespace, Name: exporter.Name, Placement: exporter.Placement,
+			Fit: fit.NewReport([]fit.NodeOutcome{
+				{Node: "w-1"},
+				{Node: "w-2", Outcome: fit.Outcome{Kind: fit.DoesNotFit, Plugin: fit.PluginNodePorts,
+					Reasons: []string{fit.ReasonPorts}, Ports: []fit.HostPort{{Protocol: corev1.ProtocolTCP, Port: 9100, HostIP: "0.0.0.0"}}}},
+				{Node: "gpu-1", Outcome: fit.Outcome{Kind: fit.Preempts, Victims: []fit.Victim{{Key: "ml/trainer-0", Priority: 0}}}},
+				// w-3's allocatable is not known: not weighed.
+			}),
+		}, cni},
+		fit: true,
+		want: map[string]string{
+			"general: w-1,w-3":               "covered covered",
+			"general: w-2":                   "covered pending",
+			"gpu: gpu-1":                     "covered preempts",
+			"role: control-plane: cp-1,cp-2": "covered skipped",
+		},
+		reasons: map[string]string{
+			"general: w-2": "the scheduler leaves it Pending: host port TCP/9100 on 0.0.0.0 taken",
+			"gpu: gpu-1":   "lands by preempting lower-priority Pods",
+		},
+	}, {
+		name: "offline, no Pod can be made: Pending on every covered node",
+		agents: []Agent{{
+			Namespace: exporter.Namespace, Name: exporter.Name, Placement: exporter.Placement,
+			Fit: &fit.Report{Error: `PriorityClass "agents" not found`},
+		}, cni},
+		fit: true,
+		want: map[string]string{
+			"general: w-1,w-2,w-3":           "covered pending",
+			"gpu: gpu-1":                     "covered pending",
+			"role: control-plane: cp-1,cp-2": "covered skipped",
+		},
+		reasons: map[string]string{"gpu: gpu-1": `no Pod can be made: PriorityClass "agents" not found`},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Build(Input{Nodes: slices.Values(fleet), Agents: tc.agents, Title: "test"})
-			if m.Live != tc.live || m.Nodes != len(fleet) {
-				t.Errorf("live %v nodes %d, want %v and %d", m.Live, m.Nodes, tc.live, len(fleet))
+			if m.Live != tc.live || m.FitPredicted != tc.fit || m.Nodes != len(fleet) {
+				t.Errorf("live %v fit %v nodes %d, want %v, %v and %d", m.Live, m.FitPredicted, m.Nodes, tc.live, tc.fit, len(fleet))
 			}
 			if m.Agents[0].Key() != "kube-system/cni" || m.Agents[1].Key() != "monitoring/node-exporter" {
 				t.Fatalf("columns %s, %s: want them sorted", m.Agents[0].Key(), m.Agents[1].Key())
@@ -88,7 +127,11 @@ func TestBuild_GroupsNodesThatEveryDaemonSetTreatsAlike(t *testing.T) {
 				for _, c := range g.Cells {
 					states = append(states, string(c.State))
 				}
-				got[g.Pool+": "+strings.Join(g.Nodes, ",")] = strings.Join(states, " ")
+				group := g.Pool + ": " + strings.Join(g.Nodes, ",")
+				got[group] = strings.Join(states, " ")
+				if want, ok := tc.reasons[group]; ok && g.Cells[1].Reason != want {
+					t.Errorf("group %q: node-exporter's reason %q, want %q", group, g.Cells[1].Reason, want)
+				}
 			}
 			if len(got) != len(tc.want) {
 				t.Errorf("groups %v, want %v", got, tc.want)
@@ -168,5 +211,91 @@ func TestWriteMarkdown(t *testing.T) {
 	want := "| `monitoring/node-exporter` | 4 | 0 | 0 | 2: taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated |\n"
 	if !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "6 nodes, 1 DaemonSets (predicted from the manifests)") {
 		t.Errorf("markdown:\n%s\nwant the row:\n%s", b.String(), want)
+	}
+}
+
+// Two DaemonSets of one name from different files are two columns that say
+// where each came from; a name of its own shows none.
+func TestBuild_NamesakesAreToldApartBySource(t *testing.T) {
+	all := &coverage.Placement{RunsOnNodes: []string{"cp-1", "cp-2", "gpu-1", "w-1", "w-2", "w-3"}}
+	m := Build(Input{Nodes: slices.Values(fleet), Agents: []Agent{
+		{Namespace: "monitoring", Name: "node-exporter", Source: "prod/exporter.yaml: document 1", Placement: all},
+		{Namespace: "kube-system", Name: "cni", Source: "cni.yaml: document 1", Placement: all},
+		{Namespace: "monitoring", Name: "node-exporter", Source: "dev/exporter.yaml: document 1",
+			Placement: &coverage.Placement{RunsOnNodes: []string{"gpu-1", "w-1", "w-2", "w-3"}, Skips: []coverage.SkipGroup{cpSkip}}},
+	}})
+	var ids []string
+	for _, c := range m.Agents {
+		ids = append(ids, c.ID())
+	}
+	want := []string{"kube-system/cni", "monitoring/node-exporter (dev/exporter.yaml: document 1)",
+		"monitoring/node-exporter (prod/exporter.yaml: document 1)"}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("columns %q, want %q", ids, want)
+	}
+	if m.Agents[1].N("skipped") != 2 || m.Agents[2].N("skipped") != 0 {
+		t.Errorf("the dev column skips %d nodes and the prod one %d, want 2 and 0: the columns were mixed up",
+			m.Agents[1].N("skipped"), m.Agents[2].N("skipped"))
+	}
+	var b strings.Builder
+	if err := m.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<span class="source">dev/exporter.yaml: document 1</span>`,
+		`data-ds="monitoring/node-exporter (prod/exporter.yaml: document 1)"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if strings.Contains(b.String(), `<span class="source">cni.yaml`) {
+		t.Error("the page names the source of a column that has no namesake")
+	}
+}
+
+// Groups of one pool are named by the labels and taints that set them
+// apart, or say that none does.
+func TestBuild_GroupsOfOnePoolSayWhatSetsThemApart(t *testing.T) {
+	tainted := func(n *corev1.Node, taints ...corev1.Taint) *corev1.Node { n.Spec.Taints = taints; return n }
+	gpuTaint := corev1.Taint{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	nodes := []*corev1.Node{
+		node("a-1", "kubernetes.io/os", "linux", "kubernetes.io/hostname", "a-1"),
+		node("a-2", "kubernetes.io/os", "linux", "kubernetes.io/hostname", "a-2"),
+		node("win-1", "kubernetes.io/os", "windows", "kubernetes.io/hostname", "win-1"),
+		tainted(node("g-1", "kubernetes.io/os", "linux", "kubernetes.io/hostname", "g-1"), gpuTaint),
+		node("p-1", "karpenter.sh/nodepool", "general", "zone", "a"),
+		node("p-2", "karpenter.sh/nodepool", "general", "zone", "a"),
+		node("solo", "karpenter.sh/nodepool", "solo"),
+	}
+	agent := Agent{Namespace: "ns", Name: "agent", Placement: &coverage.Placement{
+		RunsOnNodes: []string{"a-1", "a-2", "p-1", "solo"},
+		Skips: []coverage.SkipGroup{
+			{Reason: "nodeSelector kubernetes.io/os=linux", Nodes: []string{"win-1"}},
+			{Reason: "taint gpu=true:NoSchedule not tolerated", Nodes: []string{"g-1"}},
+			{Reason: "nodeAffinity", Nodes: []string{"p-2"}},
+		}}}
+	m := Build(Input{Nodes: slices.Values(nodes), Agents: []Agent{agent}})
+	got := map[string]string{}
+	for _, g := range m.Groups {
+		name := strings.Join(g.Traits, "; ")
+		if g.NoTrait {
+			name = "(none)"
+		}
+		got[strings.Join(g.Nodes, ",")] = name
+	}
+	want := map[string]string{
+		"a-1,a-2": "kubernetes.io/os=linux; without taint gpu=true:NoSchedule",
+		"win-1":   "kubernetes.io/os=windows",
+		"g-1":     "taint gpu=true:NoSchedule",
+		"p-1":     "(none)",
+		"p-2":     "(none)",
+		"solo":    "",
+	}
+	if len(got) != len(want) {
+		t.Errorf("groups %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("group %s named %q, want %q", k, got[k], v)
+		}
 	}
 }

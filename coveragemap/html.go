@@ -29,7 +29,7 @@ func (m *Map) WriteHTML(w io.Writer) error {
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"short": shortNames,
 	"join":  strings.Join,
-	"gap":   func(c Column) bool { return c.Counts[Pending]+c.Counts[Skipped]+c.Counts[Misscheduled] > 0 },
+	"gap":   func(c Column) bool { return c.Gaps() > 0 },
 	"rowGap": func(g Group) bool {
 		for _, c := range g.Cells {
 			if c.State != Covered {
@@ -72,18 +72,21 @@ td.covered { background: #d9f2df; }
 td.pending { background: #fff1c2; }
 td.skipped { background: #eceff1; color: #555; }
 td.misscheduled { background: #f9d3d0; }
+td.preempts { background: #ffd9b3; }
+th.ds .source, th.group .traits { font-weight: normal; font-size: .85em; color: #555; }
 .badge { display: inline-block; padding: 0 .4em; border-radius: .3em; font-size: .85em; }
 .hidden { display: none; }
 </style>
 </head>
 <body>
 <h1>dsguard coverage map</h1>
-<div class="summary">{{.Title}}: {{.Nodes}} nodes in {{len .Groups}} groups, {{len .Agents}} DaemonSets{{if not .Live}}; predicted from the manifests (no Pods known, so nothing is Pending or misscheduled){{end}}.</div>
+<div class="summary">{{.Title}}: {{.Nodes}} nodes in {{len .Groups}} groups, {{len .Agents}} DaemonSets{{if .Live}}{{else if .FitPredicted}}; predicted from the manifests and the cluster's Pods: pending and preempts say what the scheduler would do with each new Pod (none of these DaemonSets' Pods known, so nothing is misscheduled){{else}}; predicted from the manifests (no Pods known, so nothing is Pending or misscheduled){{end}}.</div>
 <div class="legend">
 <span class="badge covered" style="background:#d9f2df">covered</span>
 <span class="badge" style="background:#fff1c2">pending</span>
 <span class="badge" style="background:#eceff1">skipped</span>
 <span class="badge" style="background:#f9d3d0">misscheduled</span>
+<span class="badge" style="background:#ffd9b3">preempts</span>
 a group is the nodes of one pool that every DaemonSet treats alike.
 </div>
 <div class="controls">
@@ -93,14 +96,14 @@ a group is the nodes of one pool that every DaemonSet treats alike.
 </div>
 <table id="map">
 <thead>
-<tr><th>node group</th>{{range .Agents}}<th class="ds" data-ds="{{.Key}}" data-gap="{{gap .}}">{{.Namespace}}/<br>{{.Name}}
-<span class="counts">covered {{.N "covered"}} · pending {{.N "pending"}} · skipped {{.N "skipped"}}{{if .N "misscheduled"}} · misscheduled {{.N "misscheduled"}}{{end}}</span>
+<tr><th>node group</th>{{range .Agents}}<th class="ds" data-ds="{{.ID}}" data-gap="{{gap .}}">{{.Namespace}}/<br>{{.Name}}{{if .Namesake}}<br><span class="source">{{.Source}}</span>{{end}}
+<span class="counts">covered {{.N "covered"}}{{if .N "preempts"}} · preempts {{.N "preempts"}}{{end}} · pending {{.N "pending"}} · skipped {{.N "skipped"}}{{if .N "misscheduled"}} · misscheduled {{.N "misscheduled"}}{{end}}</span>
 {{if .Desired}}<span class="counts">status: desired {{deref .Desired}} · ready {{deref .Ready}} · updated {{deref .Updated}} · misscheduled {{deref .Misscheduled}}</span>{{end}}</th>{{end}}</tr>
 </thead>
 <tbody>
 {{range $g, $group := .Groups}}<tr class="group" data-group="{{$g}}" data-gap="{{rowGap $group}}" data-nodes="{{join $group.Nodes ","}}">
-<th class="group" title="{{join $group.Nodes ", "}}"><span class="pool">{{$group.Pool}}</span> · {{len $group.Nodes}} node{{if ne (len $group.Nodes) 1}}s{{end}}<br><span class="nodes">{{short $group.Nodes}}</span></th>
-{{range $i, $c := $group.Cells}}{{$ds := index $.Agents $i}}<td class="cell {{$c.State}}" data-ds="{{$ds.Key}}" data-state="{{$c.State}}" title="{{$ds.Key}} on {{len $group.Nodes}} node(s): {{$c.State}}{{if $c.Reason}}: {{$c.Reason}}{{end}}">{{$c.State}}{{if $c.Reason}}<br>{{$c.Reason}}{{end}}</td>
+<th class="group" title="{{join $group.Nodes ", "}}"><span class="pool">{{$group.Pool}}</span>{{if $group.Traits}} <span class="traits">{{join $group.Traits ", "}}</span>{{else if $group.NoTrait}} <span class="traits">(no label or taint sets these apart)</span>{{end}} · {{len $group.Nodes}} node{{if ne (len $group.Nodes) 1}}s{{end}}<br><span class="nodes">{{short $group.Nodes}}</span></th>
+{{range $i, $c := $group.Cells}}{{$ds := index $.Agents $i}}<td class="cell {{$c.State}}" data-ds="{{$ds.ID}}" data-state="{{$c.State}}" title="{{$ds.ID}} on {{len $group.Nodes}} node(s): {{$c.State}}{{if $c.Reason}}: {{$c.Reason}}{{end}}">{{$c.State}}{{if $c.Reason}}<br>{{$c.Reason}}{{end}}</td>
 {{end}}</tr>
 {{end}}</tbody>
 </table>
@@ -157,7 +160,7 @@ func (m *Map) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n\n" + markdownHeader)
 	for i, a := range m.Agents {
-		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %s |\n", a.Key(), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
+		fmt.Fprintf(&b, "| `%s` | %s | %d | %d | %s |\n", markdownCell(a.ID()), covered(a), a.Counts[Pending], a.Counts[Misscheduled],
 			reasonList(skipReasons(m, i), nil))
 	}
 	_, err := io.WriteString(w, b.String())
@@ -252,6 +255,15 @@ func reasonList(now, was map[string]int) string {
 		}
 	}
 	return strings.Join(parts, "<br>")
+}
+
+// covered counts the nodes the agent lands on, saying how many of them
+// only by preempting.
+func covered(c Column) string {
+	if p := c.Counts[Preempts]; p > 0 {
+		return fmt.Sprintf("%d (%d by preempting)", c.Counts[Covered]+p, p)
+	}
+	return fmt.Sprint(c.Counts[Covered])
 }
 
 // change is "a → b", or a alone when equal.

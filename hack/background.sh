@@ -32,7 +32,7 @@ case "${1:-}" in
     setsid nice -n 19 bash -c 'out="$1"; shift; "$@" >"$out.log" 2>&1; echo $? >"$out.rc.tmp"; mv "$out.rc.tmp" "$out.rc"' \
       _ "$dir/$name" "$@" </dev/null >/dev/null 2>&1 &
     echo $! >"$dir/$name.pid"
-    echo "==> $name: started in the background (its output comes where make test joins it)"
+    echo "==> $name: started in the background (its output comes where it is joined)"
     ;;
   join)
     (($# == 2)) || { echo "usage: hack/background.sh join NAME" >&2; exit 2; }
@@ -46,7 +46,7 @@ case "${1:-}" in
     [[ -f "$dir/$name.rc" ]] || { echo "hack/background.sh: $name ended without a status (killed?)" >&2; exit 1; }
     rc="$(cat "$dir/$name.rc")"
     now=$(date +%s) started="$(cat "$dir/$name.start")"
-    echo "==> $name: ran $((now - started))s in all, of which $((now - joined))s after make test came to wait for it"
+    echo "==> $name: ran $((now - started))s in all, of which $((now - joined))s after the run came to wait for it"
     exit "$rc"
     ;;
   stop-all)

@@ -67,7 +67,7 @@ in_dir() { (cd "$1" && shift && "$@"); }
 # not measured.
 cold_estimate() {
   case "$1" in
-    go-tools-kube-apiserver-kubectl-etcd-helm) echo 702 ;;
+    go-tools-kube-apiserver-kubectl-etcd-helm) echo 319 ;;
   esac
 }
 with_progress() {

@@ -133,6 +133,9 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error
 		if in.Previous, err = readPrevious(o.previousFile, o.namespace, cmd.InOrStdin()); err != nil {
 			return err
 		}
+		if note := statuslessNote(o.previousFile, in.Previous); note != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), note)
+		}
 	}
 	if o.nodesFile != "" {
 		// A dump's records are most of what check keeps, and decoding it
@@ -334,6 +337,31 @@ func readPrevious(file, namespace string, stdin io.Reader) (map[string]*appsv1.D
 		return nil, fmt.Errorf("--previous: %s holds no DaemonSet (want the output of kubectl get daemonsets -A -o yaml)", file)
 	}
 	return out, nil
+}
+
+// statuslessNote says which DaemonSets of --previous carry no status, and
+// what that costs: rollout-impact counts the Pods a template change
+// replaces from the stored status, so without one it has nothing to say
+// and would otherwise say nothing without a word.
+func statuslessNote(file string, previous map[string]*appsv1.DaemonSet) string {
+	var bare []string
+	for _, key := range slices.Sorted(maps.Keys(previous)) {
+		st := &previous[key].Status
+		if st.ObservedGeneration == 0 && st.DesiredNumberScheduled == 0 && st.CurrentNumberScheduled == 0 {
+			bare = append(bare, key)
+		}
+	}
+	if len(bare) == 0 {
+		return ""
+	}
+	names := strings.Join(bare, ", ")
+	if len(bare) > 5 {
+		names = fmt.Sprintf("%s and %d more", strings.Join(bare[:5], ", "), len(bare)-5)
+	}
+	return fmt.Sprintf("note: --previous %s: %d of %d DaemonSets carry no status (%s). rollout-impact counts the nodes a "+
+		"template change restarts from status.currentNumberScheduled and desiredNumberScheduled, so it gives no figures "+
+		"for these; give the DaemonSets as the cluster stores them: kubectl get daemonsets -A -o yaml",
+		file, len(bare), len(previous), names)
 }
 
 // nodeInput is what --nodes gave: the nodes, and what the scheduler weighs

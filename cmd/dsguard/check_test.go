@@ -262,6 +262,23 @@ func TestCheck_Previous(t *testing.T) {
 	if _, err, _ = runCLI(t, "", "check", renamed, "--previous", renamed+".missing"); err == nil {
 		t.Error("an unreadable --previous is not an error")
 	}
+	// A manifest as --previous carries no status: rollout-impact has no Pods
+	// to count, and the run says so instead of leaving the figures out
+	// without a word.
+	older := writeFile(t, t.TempDir(), "older.yaml", strings.Replace(string(data), "node-exporter:v1.10.0", "node-exporter:v1.9.1", 1))
+	out, err, _ = runCLI(t, "", "check", fixtures+"denied/new-image.yaml", "--previous", older)
+	if err != nil && !strings.Contains(err.Error(), "exit") {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "restarts the agent") {
+		t.Errorf("rollout figures from a --previous without status:\n%s", out)
+	}
+	for _, want := range []string{"note: --previous " + older + ": 1 of 1 DaemonSets carry no status (monitoring/node-exporter)",
+		"kubectl get daemonsets -A -o yaml"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // TestCheck_CoverageMap: -o markdown and -o html lay the manifests'

@@ -18,8 +18,8 @@ var mapFormats = map[string]func(*coveragemap.Map, io.Writer) error{
 }
 
 // mapWriter is the check.Writer of -o html and -o markdown: it keeps each
-// DaemonSet's placement (not its findings) and lays them against the nodes
-// at the end.
+// DaemonSet's placement and fit prediction (not its findings) and lays
+// them against the nodes at the end.
 type mapWriter struct {
 	w     io.Writer
 	write func(*coveragemap.Map, io.Writer) error
@@ -31,7 +31,8 @@ type mapWriter struct {
 
 func (m *mapWriter) Result(r *check.Result) error {
 	if r.Placement != nil {
-		m.in.Agents = append(m.in.Agents, coveragemap.Agent{Namespace: r.Namespace, Name: r.Name, Placement: r.Placement})
+		m.in.Agents = append(m.in.Agents, coveragemap.Agent{Namespace: r.Namespace, Name: r.Name,
+			Source: r.Location.String(), Placement: r.Placement, Fit: r.Fit})
 	}
 	return nil
 }

@@ -481,7 +481,12 @@ func (r *Report) Summarize() []Summary {
 	}
 	for j := range out {
 		if shares := groups[j].shares(); shares != "" {
-			out[j].Why = shares
+			// A preempting group keeps saying how it lands.
+			if out[j].Kind == Preempts {
+				out[j].Why += ", " + shares
+			} else {
+				out[j].Why = shares
+			}
 		}
 		out[j].Why += groups[j].String()
 	}
@@ -587,6 +592,15 @@ func quantity(name corev1.ResourceName, v int64) string {
 // why says in a few words what turns the node away, the same for nodes
 // that differ only in figures (so that they group), and what preemption
 // makes of it.
+// Reason says in a few words why the Pod does not simply fit on the node
+// ("memory full (no lower-priority Pods there to preempt)"), empty when it
+// does: a node's share of what Summarize says of its group, without the
+// group's figures.
+func (o *Outcome) Reason() string {
+	why, note := o.why()
+	return why + note
+}
+
 func (o *Outcome) why() (why, note string) {
 	switch o.Kind {
 	case Fits:

@@ -121,6 +121,11 @@ func TestSummarize_SaysHowMuchIsRequested(t *testing.T) {
 			Reasons:    []string{"Insufficient memory"},
 			Shortfalls: []Shortfall{{Resource: corev1.ResourceMemory, Requested: 512 << 20, Used: used << 20, Allocatable: 4096 << 20}}}}
 	}
+	preempts := func(node string, used int64) NodeOutcome {
+		o := short(node, used)
+		o.Kind, o.Victims = Preempts, []Victim{{Key: "batch/job-" + node, Priority: 0}}
+		return o
+	}
 	never := NodeOutcome{Node: "small-1", Outcome: Outcome{Kind: NeverFits, Plugin: PluginNodeResourcesFit,
 		Reasons:    []string{"Insufficient memory"},
 		Shortfalls: []Shortfall{{Resource: corev1.ResourceMemory, Requested: 512 << 20, Used: 0, Allocatable: 256 << 20}}}}
@@ -135,6 +140,8 @@ func TestSummarize_SaysHowMuchIsRequested(t *testing.T) {
 			"memory 90-97% requested (memory: asks 512Mi, at most 396Mi free)"},
 		{"never fits says the request is above allocatable", []NodeOutcome{never},
 			"memory request above allocatable (memory: asks 512Mi, at most 256Mi allocatable)"},
+		{"a preempting group still says it preempts", []NodeOutcome{preempts("infra-1", 3980), preempts("infra-2", 3980)},
+			"by preempting lower-priority Pods, memory 97% requested (memory: asks 512Mi, at most 116Mi free)"},
 	} {
 		got := NewReport(tc.outcomes).Summarize()
 		if len(got) != 1 || got[0].Why != tc.want || len(got[0].Nodes) != len(tc.outcomes) {

@@ -5,10 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"golang.org/x/net/html"
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
@@ -76,21 +74,21 @@ func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
 	for _, item := range report.Items {
 		key := "audit/" + item.Name
 		got := cells[key]
-		var want []renderedCell
+		var want []framework.PageCell
 		for _, n := range item.Placement.RunsOnNodes {
 			state := "covered"
 			if item.Name == tolerant.Name && n == "worker-2" {
 				state = "pending"
 			}
-			want = append(want, renderedCell{node: n, state: state})
+			want = append(want, framework.PageCell{Node: n, State: state})
 		}
 		for _, s := range item.Placement.Skips {
 			for _, n := range s.Nodes {
-				want = append(want, renderedCell{node: n, state: "skipped", reason: s.Reason})
+				want = append(want, framework.PageCell{Node: n, State: "skipped", Reason: s.Reason})
 			}
 		}
-		slices.SortFunc(want, compareCells)
-		slices.SortFunc(got, compareCells)
+		slices.SortFunc(want, framework.ComparePageCells)
+		slices.SortFunc(got, framework.ComparePageCells)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: the page shows %v, the JSON says %v", key, got, want)
 		}
@@ -117,85 +115,33 @@ func TestCoverageMap_RendersInABrowserAndAgreesWithTheJSON(t *testing.T) {
 	}
 }
 
-// renderedCell is one node's cell of one DaemonSet, as the browser shows it.
-type renderedCell struct{ node, state, reason string }
-
-func compareCells(a, b renderedCell) int { return strings.Compare(a.node, b.node) }
-
-// renderedCells reads the rendered table: each group row's nodes and each
-// cell's DaemonSet, state and reason, one entry per node.
-func renderedCells(t *testing.T, dom string) map[string][]renderedCell {
+// renderedCells reads the rendered table. A Pending cell's reason is left
+// out: the test's kubelet left the Pod unready, and the JSON has no Pods.
+func renderedCells(t *testing.T, dom string) map[string][]framework.PageCell {
 	t.Helper()
-	out := map[string][]renderedCell{}
-	eachElement(t, dom, func(n *html.Node) {
-		if n.Data != "tr" || !strings.Contains(attr(n, "class"), "group") {
-			return
-		}
-		nodes := strings.Split(attr(n, "data-nodes"), ",")
-		for td := n.FirstChild; td != nil; td = td.NextSibling {
-			if td.Type != html.ElementNode || td.Data != "td" {
-				continue
-			}
-			state := attr(td, "data-state")
-			reason := ""
-			if _, after, ok := strings.Cut(attr(td, "title"), ": "+state+": "); ok {
-				reason = after
-			}
-			if state == "pending" {
-				reason = "" // the test's kubelet left the Pod unready; the JSON has no Pods
-			}
-			for _, node := range nodes {
-				out[attr(td, "data-ds")] = append(out[attr(td, "data-ds")], renderedCell{node: node, state: state, reason: reason})
+	out, err := framework.PageCells(dom)
+	if err != nil || out == nil {
+		t.Fatalf("no cells in the rendered page (%v):\n%s", err, dom)
+	}
+	for _, cells := range out {
+		for i := range cells {
+			if cells[i].State == "pending" {
+				cells[i].Reason = ""
 			}
 		}
-	})
-	if len(out) == 0 {
-		t.Fatalf("no cells in the rendered page:\n%s", dom)
 	}
 	return out
 }
 
 // hiddenColumns are the DaemonSet columns the page's script hid.
 func hiddenColumns(t *testing.T, dom string) map[string]bool {
-	hidden := map[string]bool{}
-	filtered := false
-	eachElement(t, dom, func(n *html.Node) {
-		if n.Data == "body" && attr(n, "data-filtered") == "true" {
-			filtered = true
-		}
-		if n.Data == "th" && attr(n, "data-ds") != "" {
-			hidden[attr(n, "data-ds")] = strings.Contains(attr(n, "class"), "hidden")
-		}
-	})
+	t.Helper()
+	hidden, filtered, err := framework.PageColumns(dom)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !filtered {
 		t.Fatal("the page's script did not run in the browser (body has no data-filtered)")
 	}
 	return hidden
-}
-
-func eachElement(t *testing.T, dom string, fn func(*html.Node)) {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(dom))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			fn(n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(doc)
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
 }

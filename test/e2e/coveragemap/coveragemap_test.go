@@ -1,0 +1,207 @@
+// Package coveragemap proves the page `dsguard check --nodes DUMP -o html`
+// writes, in a real browser, against what the same run says in JSON. It
+// needs no control plane: only dsguard, a cluster dump and Chromium.
+package coveragemap
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dsguard/dsguard/test/e2e/framework"
+)
+
+// The cluster: three workers of 2 cpu and 4Gi; worker-1 nearly full with a
+// database of priority 1000, worker-2 with a batch job of priority 0,
+// worker-3 (role=web) running a web server that holds host port 9100.
+const dump = "../../../policy/rules/testdata/rules/resource-fit/nodes.yaml"
+
+// agent is a DaemonSet with the given Pod spec lines (indented for spec:).
+func agent(name, spec string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: %[1]s
+  namespace: monitoring
+spec:
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+%[2]s      containers:
+        - name: agent
+          image: example/agent:v1.2.3
+          resources: {requests: {cpu: 100m, memory: 64Mi}}
+`, name, spec)
+}
+
+// TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser writes the map of a
+// cluster dump where agents preempt, stay Pending by a taken port, never
+// fit, skip nodes by their selector, and share a name across files; opens it
+// in headless Chromium; and holds every rendered cell against `-o json` of
+// the same run: a covered node is covered where the fit says it fits (or its
+// room is unknown), preempts where it preempts, pending where it does not
+// fit; a skipped node carries the JSON's reason; namesakes are two columns
+// named by their files.
+func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	files := map[string]string{
+		// Above what worker-1 and worker-2 have free, priority above theirs:
+		// preempts there, fits on worker-3.
+		"critical.yaml": strings.Replace(agent("critical-agent", "      priorityClassName: node-agent\n"),
+			"{cpu: 100m, memory: 64Mi}", "{cpu: \"1\", memory: 2Gi}", 1),
+		// Only web nodes; worker-3's port 9100 is taken: Pending there.
+		"port.yaml": strings.Replace(agent("port-agent", "      nodeSelector: {role: web}\n"),
+			"          resources:", "          ports: [{containerPort: 9100, hostPort: 9100}]\n          resources:", 1),
+		// More memory than any node has: never fits.
+		"big.yaml": strings.Replace(agent("big-agent", ""), "{cpu: 100m, memory: 64Mi}", "{cpu: 100m, memory: 8Gi}", 1),
+		// One name in two files, placed apart.
+		"prod/twin.yaml": agent("twin", ""),
+		"dev/twin.yaml":  agent("twin", "      nodeSelector: {role: web}\n"),
+	}
+	for name, body := range files {
+		p := filepath.Join(work, "manifests", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dsguard, err := framework.BuildDsguard(root, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, report := filepath.Join(work, "map.html"), filepath.Join(work, "report.json")
+	nodes, err := filepath.Abs(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(dsguard, "check", "manifests", "--nodes", nodes, "-o", "html="+page, "-o", "json="+report)
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("dsguard check: exit %d (%v), want 1 (big-agent and port-agent are denied):\n%s", code, err, out)
+	}
+	var results struct {
+		Results []struct {
+			File      string `json:"file"`
+			Document  int    `json:"document"`
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+			Placement struct {
+				RunsOnNodes []string `json:"runsOnNodes"`
+				Skips       []struct {
+					Reason    string   `json:"reason"`
+					Transient bool     `json:"transient"`
+					Nodes     []string `json:"nodes"`
+				} `json:"skips"`
+			} `json:"placement"`
+			Fit *struct {
+				Error    string `json:"error"`
+				Outcomes []struct {
+					Node string `json:"node"`
+					Kind string `json:"kind"`
+				} `json:"outcomes"`
+			} `json:"fit"`
+		} `json:"results"`
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &results); err != nil || len(results.Results) != len(files) {
+		t.Fatalf("-o json: %v, %d results, want %d:\n%s", err, len(results.Results), len(files), data)
+	}
+
+	dom, err := framework.RenderPage(t.Context(), page, "", filepath.Join(work, "map.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := framework.PageCells(dom)
+	if err != nil || cells == nil {
+		t.Fatalf("no cells in the rendered page (%v):\n%s", err, dom)
+	}
+	seen := map[string]int{} // states across the page, to know the test saw each kind
+	names := map[string]int{}
+	for _, r := range results.Results {
+		names[r.Namespace+"/"+r.Name]++
+	}
+	for _, r := range results.Results {
+		id := r.Namespace + "/" + r.Name
+		if names[id] > 1 {
+			id += fmt.Sprintf(" (%s: document %d)", r.File, r.Document)
+		}
+		if r.Fit == nil {
+			t.Fatalf("%s: no fit prediction in the JSON, though the dump holds the cluster's Pods", id)
+		}
+		fits := map[string]string{}
+		for _, o := range r.Fit.Outcomes {
+			fits[o.Node] = o.Kind
+		}
+		var want []framework.PageCell
+		for _, n := range r.Placement.RunsOnNodes {
+			state := "covered" // fits, or room unknown
+			switch kind, ok := fits[n]; {
+			case r.Fit.Error != "":
+				state = "pending"
+			case ok && kind == "preempts":
+				state = "preempts"
+			case ok && (kind == "does-not-fit" || kind == "never-fits"):
+				state = "pending"
+			}
+			want = append(want, framework.PageCell{Node: n, State: state})
+		}
+		for _, s := range r.Placement.Skips {
+			reason := s.Reason
+			if s.Transient {
+				reason += " (transient)"
+			}
+			for _, n := range s.Nodes {
+				want = append(want, framework.PageCell{Node: n, State: "skipped", Reason: reason})
+			}
+		}
+		got := slices.Clone(cells[id])
+		for i := range got {
+			seen[got[i].State]++
+			if got[i].State == "skipped" {
+				continue
+			}
+			// The reason of a landing or Pending cell is the map's own
+			// wording of the outcome; the state is what the JSON decides.
+			if got[i].State == "pending" && !strings.HasPrefix(got[i].Reason, "the scheduler leaves it Pending: ") {
+				t.Errorf("%s on %s: pending for %q, want the scheduler's reason", id, got[i].Node, got[i].Reason)
+			}
+			got[i].Reason = ""
+		}
+		slices.SortFunc(want, framework.ComparePageCells)
+		slices.SortFunc(got, framework.ComparePageCells)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the page shows %v, the JSON says %v", id, got, want)
+		}
+	}
+	if len(cells) != len(results.Results) {
+		t.Errorf("the page has %d columns %v, the JSON %d results", len(cells), slices.Sorted(maps.Keys(cells)), len(results.Results))
+	}
+	for _, state := range []string{"covered", "preempts", "pending", "skipped"} {
+		if seen[state] == 0 {
+			t.Errorf("no %s cell on the page (%v): the scenario no longer shows what this test is about", state, seen)
+		}
+	}
+	summary, err := framework.PageText(dom, "summary")
+	if err != nil || !strings.Contains(summary, "what the scheduler would do with each new Pod") {
+		t.Errorf("the summary does not say the fit was weighed (%v): %q", err, summary)
+	}
+}
