@@ -43,7 +43,8 @@ build: ## Build bin/dsguard (static, version stamped)
 test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (20,000 inputs per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
 	@start=$$(date +%s); \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
-	trap 'hack/background.sh stop-all' EXIT INT TERM; \
+	export DSGUARD_STAGES=$$DSGUARD_BACKGROUND/stages; \
+	trap 'hack/stage.sh --table "$$DSGUARD_STAGES"; hack/background.sh stop-all' EXIT INT TERM; \
 	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
 	hack/stage.sh "GitHub workflows (actionlint)" hack/actionlint.sh && \

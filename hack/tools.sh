@@ -82,6 +82,10 @@ with_progress() {
   "$@" || rc=$?
   kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
   ((rc != 0)) || echo "$((SECONDS - start))" >"$took"
+  # make test's table of stages lists each tool build too.
+  if [[ -n "${DSGUARD_STAGES:-}" ]]; then
+    printf '  tool build: %s\t%d\t%s\n' "$name" "$((SECONDS - start))" "$( ((rc == 0)) && echo ok || echo FAILED)" >>"$DSGUARD_STAGES"
+  fi
   return $rc
 }
 
