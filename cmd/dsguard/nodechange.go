@@ -22,27 +22,29 @@ import (
 // nodeChangeKind is what `dsguard taint` and `dsguard label` change.
 type nodeChangeKind struct {
 	use, what, example string
-	apply              func(node *corev1.Node, spec string) error
+	apply              func(node *corev1.Node, spec string, overwrite bool) error
 }
 
 var (
 	taintChange = nodeChangeKind{
-		use: "taint NODE KEY[=VALUE]:EFFECT | KEY[:EFFECT]- ...", what: "taints",
+		use: "taint NODE KEY[=VALUE]:EFFECT | KEY[=VALUE][:EFFECT]- ... [--overwrite]", what: "taints",
 		example: "  kubectl dsguard taint infra-4 dedicated=infra:NoSchedule\n" +
 			"  kubectl dsguard taint infra-4 dedicated=infra:NoExecute\n" +
+			"  kubectl dsguard taint infra-4 dedicated=batch:NoSchedule --overwrite\n" +
 			"  kubectl dsguard taint cp-1 node-role.kubernetes.io/control-plane:NoSchedule-",
 		apply: applyTaint,
 	}
 	labelChange = nodeChangeKind{
-		use: "label NODE KEY=VALUE | KEY- ...", what: "labels",
-		example: "  kubectl dsguard label worker-7 pool=gpu\n  kubectl dsguard label worker-7 pool-",
+		use: "label NODE KEY=VALUE | KEY- ... [--overwrite]", what: "labels",
+		example: "  kubectl dsguard label worker-7 pool=gpu\n  kubectl dsguard label worker-7 pool=cpu --overwrite\n" +
+			"  kubectl dsguard label worker-7 pool-",
 		apply:   applyLabel,
 	}
 )
 
 func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
 	var output string
-	var exitCode bool
+	var exitCode, overwrite bool
 	cmd := &cobra.Command{
 		Use:   kind.use,
 		Short: "Say what changing a node's " + kind.what + " would do to the DaemonSets, without changing it",
@@ -58,6 +60,8 @@ func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&output, "output", "o", "", "output format: (text) or json")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when any DaemonSet loses the node")
+	f.BoolVar(&overwrite, "overwrite", false, "as kubectl's: let a change replace an existing "+strings.TrimSuffix(kind.what, "s")+
+		" of the same key (and effect), which is refused otherwise")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if output != "" && output != "json" {
 			return fmt.Errorf("unknown output format %q (want text or json)", output)
@@ -72,7 +76,7 @@ func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
 		}
 		changed := node.DeepCopy()
 		for _, spec := range args[1:] {
-			if err := kind.apply(changed, spec); err != nil {
+			if err := kind.apply(changed, spec, overwrite); err != nil {
 				return err
 			}
 		}
@@ -166,11 +170,13 @@ func (r *nodeChangeReport) write(w io.Writer, what string) error {
 }
 
 // applyTaint applies one argument of kubectl taint: KEY[=VALUE]:EFFECT adds
-// or replaces the taint of that key and effect; KEY:EFFECT- and KEY- remove
-// it, or every taint of the key.
-func applyTaint(node *corev1.Node, spec string) error {
+// the taint of that key and effect (replaces it only with overwrite, as
+// kubectl refuses otherwise); KEY[=VALUE]:EFFECT- and KEY- remove it, or
+// every taint of the key (a value there is ignored, as kubectl does).
+func applyTaint(node *corev1.Node, spec string, overwrite bool) error {
 	if key, ok := strings.CutSuffix(spec, "-"); ok {
 		key, effect, _ := strings.Cut(key, ":")
+		key, _, _ = strings.Cut(key, "=")
 		n := len(node.Spec.Taints)
 		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
 			return t.Key == key && (effect == "" || string(t.Effect) == effect)
@@ -194,14 +200,18 @@ func applyTaint(node *corev1.Node, spec string) error {
 		return fmt.Errorf("taint %q: empty key", spec)
 	}
 	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
+	if !overwrite && slices.ContainsFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
+		return fmt.Errorf("node %s already has a taint %s with effect %s, and --overwrite is false", node.Name, key, effect)
+	}
 	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) })
 	node.Spec.Taints = append(node.Spec.Taints, t)
 	return nil
 }
 
-// applyLabel applies one argument of kubectl label: KEY=VALUE sets, KEY-
-// removes.
-func applyLabel(node *corev1.Node, spec string) error {
+// applyLabel applies one argument of kubectl label: KEY=VALUE sets (a new
+// value for an existing label only with overwrite, as kubectl refuses
+// otherwise), KEY- removes.
+func applyLabel(node *corev1.Node, spec string, overwrite bool) error {
 	if key, ok := strings.CutSuffix(spec, "-"); ok && !strings.Contains(key, "=") {
 		if _, has := node.Labels[key]; !has {
 			return fmt.Errorf("label %q not found on node %s", key, node.Name)
@@ -212,6 +222,9 @@ func applyLabel(node *corev1.Node, spec string) error {
 	key, value, ok := strings.Cut(spec, "=")
 	if !ok || key == "" {
 		return fmt.Errorf("label %q: want KEY=VALUE or KEY-", spec)
+	}
+	if current, has := node.Labels[key]; has && current != value && !overwrite {
+		return fmt.Errorf("label %q already has a value (%s) on node %s, and --overwrite is false", key, current, node.Name)
 	}
 	if node.Labels == nil {
 		node.Labels = map[string]string{}

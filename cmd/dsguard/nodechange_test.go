@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -18,26 +19,40 @@ func TestApplyTaintAndLabel(t *testing.T) {
 			testobj.NodeTaints(corev1.Taint{Key: "dedicated", Value: "old", Effect: corev1.TaintEffectNoSchedule}))
 	}
 	for _, tc := range []struct {
-		apply   func(*corev1.Node, string) error
-		spec    string
-		want    string // taints, or the pool label, after
-		wantErr string
+		apply     func(*corev1.Node, string, bool) error
+		spec      string
+		overwrite bool
+		want      string // taints, or the pool label, after
+		wantErr   string
 	}{
-		{applyTaint, "dedicated=infra:NoSchedule", "[dedicated=infra:NoSchedule]", ""},
-		{applyTaint, "gpu:NoExecute", "[dedicated=old:NoSchedule gpu:NoExecute]", ""},
-		{applyTaint, "dedicated:NoSchedule-", "[]", ""},
-		{applyTaint, "dedicated-", "[]", ""},
-		{applyTaint, "other-", "", `taint "other-" not found`},
-		{applyTaint, "dedicated=infra:Sometimes", "", "is not NoSchedule, PreferNoSchedule or NoExecute"},
-		{applyTaint, "dedicated=infra", "", "want KEY[=VALUE]:EFFECT"},
-		{applyLabel, "pool=gpu", "gpu", ""},
-		{applyLabel, "pool-", "", ""},
-		{applyLabel, "zone-", "", `label "zone" not found`},
-		{applyLabel, "pool", "", "want KEY=VALUE or KEY-"},
+		{applyTaint, "dedicated=infra:NoSchedule", true, "[dedicated=infra:NoSchedule]", ""},
+		// kubectl refuses to replace a taint of the same key and effect
+		// without --overwrite, even with the same value.
+		{applyTaint, "dedicated=infra:NoSchedule", false, "", "already has a taint dedicated with effect NoSchedule, and --overwrite is false"},
+		{applyTaint, "dedicated=old:NoSchedule", false, "", "--overwrite is false"},
+		{applyTaint, "dedicated=infra:NoExecute", false, "[dedicated=old:NoSchedule dedicated=infra:NoExecute]", ""},
+		{applyTaint, "gpu:NoExecute", false, "[dedicated=old:NoSchedule gpu:NoExecute]", ""},
+		{applyTaint, "dedicated:NoSchedule-", false, "[]", ""},
+		// The removal form with a value, which kubectl accepts and whose
+		// value it ignores.
+		{applyTaint, "dedicated=old:NoSchedule-", false, "[]", ""},
+		{applyTaint, "dedicated=other:NoSchedule-", false, "[]", ""},
+		{applyTaint, "dedicated=old:NoExecute-", false, "", `taint "dedicated=old:NoExecute-" not found`},
+		{applyTaint, "dedicated-", false, "[]", ""},
+		{applyTaint, "other-", false, "", `taint "other-" not found`},
+		{applyTaint, "dedicated=infra:Sometimes", false, "", "is not NoSchedule, PreferNoSchedule or NoExecute"},
+		{applyTaint, "dedicated=infra", false, "", "want KEY[=VALUE]:EFFECT"},
+		{applyLabel, "pool=gpu", true, "gpu", ""},
+		{applyLabel, "pool=gpu", false, "", `label "pool" already has a value (infra) on node infra-4, and --overwrite is false`},
+		// The value it has already is no overwrite (kubectl agrees).
+		{applyLabel, "pool=infra", false, "infra", ""},
+		{applyLabel, "pool-", false, "", ""},
+		{applyLabel, "zone-", false, "", `label "zone" not found`},
+		{applyLabel, "pool", false, "", "want KEY=VALUE or KEY-"},
 	} {
-		t.Run(tc.spec, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s overwrite=%v", tc.spec, tc.overwrite), func(t *testing.T) {
 			n := base()
-			err := tc.apply(n, tc.spec)
+			err := tc.apply(n, tc.spec, tc.overwrite)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -67,7 +82,7 @@ func TestApplyTaintAndLabel(t *testing.T) {
 func TestJudgeNodeChange(t *testing.T) {
 	before := testobj.Node("infra-4", testobj.NodeLabels("pool", "infra"))
 	after := before.DeepCopy()
-	if err := applyTaint(after, "dedicated=infra:NoSchedule"); err != nil {
+	if err := applyTaint(after, "dedicated=infra:NoSchedule", false); err != nil {
 		t.Fatal(err)
 	}
 	named := func(name string, mutators ...func(*appsv1.DaemonSet)) appsv1.DaemonSet {
