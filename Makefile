@@ -45,8 +45,8 @@ test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kuberne
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	export DSGUARD_STAGES=$$DSGUARD_BACKGROUND/stages; \
 	trap 'hack/stage.sh --table "$$DSGUARD_STAGES"; hack/background.sh stop-all' EXIT INT TERM; \
-	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "gofmt" hack/check-gofmt.sh && \
+	hack/stage.sh "go vet" $(GO) vet ./... && \
 	hack/stage.sh "GitHub workflows (actionlint)" hack/actionlint.sh && \
 	hack/background.sh start tools sh -c 'hack/tools.sh --node --cosign --promtool && hack/debian-package.sh chromium chromium' && \
 	hack/stage.sh "unit tests" $(GO) test -count=1 $(UNIT_PKGS) && \

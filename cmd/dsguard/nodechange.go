@@ -38,7 +38,7 @@ var (
 		use: "label NODE KEY=VALUE | KEY- ... [--overwrite]", what: "labels",
 		example: "  kubectl dsguard label worker-7 pool=gpu\n  kubectl dsguard label worker-7 pool=cpu --overwrite\n" +
 			"  kubectl dsguard label worker-7 pool-",
-		apply:   applyLabel,
+		apply: applyLabel,
 	}
 )
 
