@@ -69,8 +69,13 @@ func TestTaintAndLabel_SayWhatAChangeDoes(t *testing.T) {
 	}
 
 	// Labels: one the GPU agent selects gains it the node; another OS
-	// deletes the agent's Pod.
-	out, _ = run("label", "worker-2", "gpu=true", "kubernetes.io/os=windows")
+	// deletes the agent's Pod. A new value for a label the node has is an
+	// overwrite, refused without --overwrite, as kubectl label refuses it.
+	if r := cluster.RunDsguard(t.Context(), "label", "worker-2", "kubernetes.io/os=windows"); r.ExitCode != 2 ||
+		!strings.Contains(r.Stderr, `label "kubernetes.io/os" already has a value (linux) on node worker-2, and --overwrite is false`) {
+		t.Errorf("an overwrite without --overwrite: exit %d, want 2 and the reason:\n%s%s", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	out, _ = run("label", "worker-2", "gpu=true", "kubernetes.io/os=windows", "--overwrite")
 	wantOutput(t, out, "labels on node worker-2: gpu=true kubernetes.io/os=windows (nothing was changed)",
 		"audit/taint-gpu-agent the node now qualifies: the controller makes a Pod on worker-2",
 		"audit/taint-agent operating system or architecture not selected: its Pod on worker-2 is deleted now")
