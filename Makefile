@@ -56,7 +56,7 @@ test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kuberne
 	hack/background.sh start fuzz-race $(MAKE) -s fuzz-and-race && \
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile, promtool tests of the alerts)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl; the fault suite runs last, against a -race dsguard)" $(MAKE) -s e2e E2E_PKGS="$(E2E_BUT_FAULTS)" && \
-	hack/stage.sh "fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
+	hack/stage.sh "cosign, fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node && \
 	hack/stage.sh "fault e2e ($(RACE_E2E_PKGS)) against a dsguard built with -race" $(MAKE) -s race-e2e; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
