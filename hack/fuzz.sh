@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target of the module for FUZZTIME each (default 10s; a
-# count such as 20000x bounds it by inputs tried instead), one after the other. New inputs that make a target fail are written by Go into
+# count such as 20000x bounds it by inputs tried instead), one after the
+# other. New inputs that make a target fail are written by Go into
 # the package's testdata/fuzz/<Target>/, where they stay as regression seeds
 # beside the committed corpus. `make test` runs it short; `make fuzz` longer.
 # Usage: FUZZTIME=1m hack/fuzz.sh

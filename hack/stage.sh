@@ -3,7 +3,7 @@
 # is visible in CI logs. With DSGUARD_STAGES set (make test sets it) it also
 # appends the stage to that file, which make test prints as a table at the
 # end (hack/stage.sh --table FILE).
-# Usage: hack/stage.sh NAME COMMAND... | hack/stage.sh --table FILE
+# Usage: hack/stage.sh NAME COMMAND...   or   hack/stage.sh --table FILE
 set -uo pipefail
 if [[ "${1:-}" == --table ]]; then
   [[ -s "$2" ]] || exit 0

@@ -62,9 +62,9 @@ in_dir() { (cd "$1" && shift && "$@"); }
 # how long NAME has been building, against what the last build of KEY took on
 # this machine when there was one. Go prints nothing while it compiles, for
 # minutes, and a first run should not look hung.
-# cold_estimate KEY: what a first build of KEY took, measured, on an idle
-# 2-core machine with empty module, build and tool caches; nothing when
-# not measured.
+# cold_estimate KEY: what a first build of KEY took, measured, on a 2-core
+# machine with empty module, build and tool caches (the demo's four tools:
+# in make demo, beside its offline build); nothing when not measured.
 cold_estimate() {
   case "$1" in
     go-tools-kube-apiserver-kubectl-etcd-helm) echo 319 ;;
@@ -74,7 +74,7 @@ with_progress() {
   local key="$1" name="$2" start=$SECONDS ticker rc=0 last="" took="$CACHE_ROOT/.took-$1" cold
   shift 2
   cold="$(cold_estimate "$key")"
-  [[ -n "$cold" ]] && last=" (a first build took ${cold}s on an idle 2-core machine)"
+  [[ -n "$cold" ]] && last=" (a first build took ${cold}s on a fresh 2-core machine)"
   [[ -f "$took" ]] && last=" (its last build here took $(cat "$took")s)"
   log "$name: building$last; cached afterwards"
   (while sleep 30; do log "$name: still building, $((SECONDS - start))s so far$last"; done) &
