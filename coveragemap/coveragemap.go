@@ -312,13 +312,11 @@ const maxTraits = 3
 // them: "k=v", "taint k=v:Effect") that every one of its nodes carries, and
 // those that any of them does.
 type traits struct {
-	started    bool
-	every, any map[string]bool
+	every, any map[string]bool // nil until the first node
 }
 
 func (t *traits) add(n *corev1.Node, poolLabel string) {
-	if !t.started {
-		t.started = true
+	if t.every == nil {
 		t.every, t.any = map[string]bool{}, map[string]bool{}
 		eachTrait(n, poolLabel, func(it string) { t.every[it], t.any[it] = true, true })
 		return

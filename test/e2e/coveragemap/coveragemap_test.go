@@ -14,6 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/internal/testobj"
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -22,25 +28,21 @@ import (
 // worker-3 (role=web) running a web server that holds host port 9100.
 const dump = "../../../policy/rules/testdata/rules/resource-fit/nodes.yaml"
 
-// agent is a DaemonSet with the given Pod spec lines (indented for spec:).
-func agent(name, spec string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: %[1]s
-  namespace: monitoring
-spec:
-  selector:
-    matchLabels: {app: %[1]s}
-  template:
-    metadata:
-      labels: {app: %[1]s}
-    spec:
-%[2]s      containers:
-        - name: agent
-          image: example/agent:v1.2.3
-          resources: {requests: {cpu: 100m, memory: 64Mi}}
-`, name, spec)
+// agent is the project's plain test DaemonSet named name, requesting
+// 100m and 64Mi, changed by the mutators.
+func agent(name string, mutators ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
+	return testobj.DS(append([]func(*appsv1.DaemonSet){func(ds *appsv1.DaemonSet) {
+		ds.Name = name
+		ds.Spec.Template.Spec.Containers[0].Resources.Requests = requests("100m", "64Mi")
+	}}, mutators...)...)
+}
+
+func requests(cpu, memory string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+}
+
+func withRequests(cpu, memory string) func(*appsv1.DaemonSet) {
+	return testobj.WithAgent(func(c *corev1.Container) { c.Resources.Requests = requests(cpu, memory) })
 }
 
 // TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser writes the map of a
@@ -57,26 +59,30 @@ func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	files := map[string]string{
+	web := testobj.WithNodeSelector(map[string]string{"role": "web"})
+	files := map[string]*appsv1.DaemonSet{
 		// Above what worker-1 and worker-2 have free, priority above theirs:
 		// preempts there, fits on worker-3.
-		"critical.yaml": strings.Replace(agent("critical-agent", "      priorityClassName: node-agent\n"),
-			"{cpu: 100m, memory: 64Mi}", "{cpu: \"1\", memory: 2Gi}", 1),
+		"critical.yaml": agent("critical-agent", withRequests("1", "2Gi"),
+			func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.PriorityClassName = "node-agent" }),
 		// Only web nodes; worker-3's port 9100 is taken: Pending there.
-		"port.yaml": strings.Replace(agent("port-agent", "      nodeSelector: {role: web}\n"),
-			"          resources:", "          ports: [{containerPort: 9100, hostPort: 9100}]\n          resources:", 1),
+		"port.yaml": agent("port-agent", web, testobj.WithPorts(corev1.ContainerPort{ContainerPort: 9100, HostPort: 9100})),
 		// More memory than any node has: never fits.
-		"big.yaml": strings.Replace(agent("big-agent", ""), "{cpu: 100m, memory: 64Mi}", "{cpu: 100m, memory: 8Gi}", 1),
+		"big.yaml": agent("big-agent", withRequests("100m", "8Gi")),
 		// One name in two files, placed apart.
-		"prod/twin.yaml": agent("twin", ""),
-		"dev/twin.yaml":  agent("twin", "      nodeSelector: {role: web}\n"),
+		"prod/twin.yaml": agent("twin"),
+		"dev/twin.yaml":  agent("twin", web),
 	}
-	for name, body := range files {
+	for name, ds := range files {
+		body, err := yaml.Marshal(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
 		p := filepath.Join(work, "manifests", name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(p, body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
