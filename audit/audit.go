@@ -243,9 +243,9 @@ func auditDetails(e *Entry) []string {
 }
 
 // groupsNotChecked says, beside listed exemptions and intended coverage,
-// that the audit cannot apply exemptions.allowedGroups.
-const groupsNotChecked = "groups not checked offline: exemptions.allowedGroups is applied at admission, " +
-	"which refuses adds and changes by others; an annotation that predates the gate holds until changed"
+// that the audit cannot check who granted them (RBAC, allowedGroups).
+const groupsNotChecked = "groups not checked offline: who may grant exemptions (exemptions.grantedByRBAC, exemptions.allowedGroups) " +
+	"is checked at admission, which refuses adds and changes by others; an annotation that predates the gate holds until changed"
 
 type jsonAuditEntry struct {
 	Namespace  string                 `json:"namespace"`

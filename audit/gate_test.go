@@ -34,10 +34,12 @@ func TestAudit_AnnotationsObeyTheGate(t *testing.T) {
 		exempted                bool
 		groupsNotChecked        bool
 	}{
-		{name: "no gate", namespace: "monitoring", intended: "control plane managed by the provider", exempted: true},
-		{name: "namespace the gate allows", policy: "exemptions: {allowedNamespaces: [platform-*]}\n", namespace: "platform-obs",
+		{name: "no gate", policy: "exemptions: {grantedByRBAC: false}\n", namespace: "monitoring", intended: "control plane managed by the provider", exempted: true},
+		{name: "the default, RBAC, which the audit cannot check", namespace: "monitoring", intended: "control plane managed by the provider",
+			exempted: true, groupsNotChecked: true},
+		{name: "namespace the gate allows", policy: "exemptions: {grantedByRBAC: false, allowedNamespaces: [platform-*]}\n", namespace: "platform-obs",
 			intended: "control plane managed by the provider", exempted: true},
-		{name: "namespace the gate voids", policy: "exemptions: {allowedNamespaces: [platform-*]}\n", namespace: "team-b"},
+		{name: "namespace the gate voids", policy: "exemptions: {grantedByRBAC: false, allowedNamespaces: [platform-*]}\n", namespace: "team-b"},
 		{name: "groups, which the audit cannot check", policy: "exemptions: {allowedGroups: [platform-team]}\n", namespace: "monitoring",
 			intended: "control plane managed by the provider", exempted: true, groupsNotChecked: true},
 	}

@@ -25,10 +25,11 @@ func TestRun_ExemptionGateOffline(t *testing.T) {
 		verdict                           Verdict
 		note                              bool // "groups not checked offline"
 	}{
-		{"no gate: the exemption holds", "", "team-b", ds(exempt), VerdictWarn, false},
-		{"namespace gate: void outside allowedNamespaces", "exemptions: {allowedNamespaces: [platform]}\n", "team-b", ds(exempt), VerdictDeny, false},
-		{"namespace gate: holds inside", "exemptions: {allowedNamespaces: [platform]}\n", "platform", ds(exempt), VerdictWarn, false},
-		{"group gate: not checked, and said so", "exemptions: {allowedGroups: [platform-team]}\n", "team-b", ds(exempt), VerdictWarn, true},
+		{"no gate: the exemption holds", "exemptions: {grantedByRBAC: false}\n", "team-b", ds(exempt), VerdictWarn, false},
+		{"the default, RBAC: not checked, and said so", "", "team-b", ds(exempt), VerdictWarn, true},
+		{"namespace gate: void outside allowedNamespaces", "exemptions: {grantedByRBAC: false, allowedNamespaces: [platform]}\n", "team-b", ds(exempt), VerdictDeny, false},
+		{"namespace gate: holds inside", "exemptions: {grantedByRBAC: false, allowedNamespaces: [platform]}\n", "platform", ds(exempt), VerdictWarn, false},
+		{"group gate: not checked, and said so", "exemptions: {grantedByRBAC: false, allowedGroups: [platform-team]}\n", "team-b", ds(exempt), VerdictWarn, true},
 		{"group gate, intended coverage: said so", "exemptions: {allowedGroups: [platform-team]}\n", "team-b",
 			ds(`"coverage.dsguard.io/intended": "GPU only"`), VerdictDeny, true},
 		{"group gate, no such annotation: nothing to say", "exemptions: {allowedGroups: [platform-team]}\n", "team-b", ds(""), VerdictDeny, false},

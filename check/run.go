@@ -108,7 +108,7 @@ func Run(in Input) (*Results, error) {
 	}
 	if gated > 0 && in.Env.Policy != nil && in.Env.Policy.GroupGated() {
 		r.Notes = append(r.Notes, fmt.Sprintf("groups not checked offline: %s exemption or intended-coverage annotations; "+
-			"exemptions.allowedGroups decides at admission who may add or change them, and check does not know who will apply them",
+			"RBAC (exemptions.grantedByRBAC) and exemptions.allowedGroups decide at admission who may add or change them, and check does not know who will apply them",
 			countDaemonSets(gated, "carries", "carry")))
 	}
 	if in.FitNote != "" {

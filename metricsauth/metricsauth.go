@@ -254,17 +254,23 @@ func (g *Guard) authenticate(req *http.Request) (authenticationv1.UserInfo, bool
 	return a.user, a.authenticated, nil
 }
 
-func (g *Guard) authorize(ctx context.Context, user authenticationv1.UserInfo, path, verb string) (bool, error) {
-	spec := authorizationv1.SubjectAccessReviewSpec{
-		User: user.Username, Groups: user.Groups, UID: user.UID,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}
+// ReviewSpec is a SubjectAccessReview's subject: the user, their groups,
+// UID and extra attributes (which an authorizer may weigh: scopes, the node
+// a token was bound to), for the caller to add what is asked.
+func ReviewSpec(user authenticationv1.UserInfo) authorizationv1.SubjectAccessReviewSpec {
+	spec := authorizationv1.SubjectAccessReviewSpec{User: user.Username, Groups: user.Groups, UID: user.UID}
 	if len(user.Extra) > 0 {
 		spec.Extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 		for k, v := range user.Extra {
 			spec.Extra[k] = authorizationv1.ExtraValue(v)
 		}
 	}
+	return spec
+}
+
+func (g *Guard) authorize(ctx context.Context, user authenticationv1.UserInfo, path, verb string) (bool, error) {
+	spec := ReviewSpec(user)
+	spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: path, Verb: verb}
 	key := decisionKey(spec)
 	if allowed, ok := g.decisions.get(key); ok {
 		return allowed, nil

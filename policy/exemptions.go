@@ -23,8 +23,16 @@ type ExemptionsConfig struct {
 	// of an exemption from a deny rule may lie. An exemption from a deny rule
 	// without an expiry, or with one further out, is void.
 	MaxExemptionDays int `yaml:"maxExemptionDays"`
-	// AllowedGroups, when not empty, are the groups whose members may add or
-	// change an exemption or an intended-coverage annotation. Empty: anyone.
+	// GrantedByRBAC (nil: true) lets whoever the cluster's authorizer
+	// allows to create exemptions.dsguard.io (named by the DaemonSet's
+	// namespace, in dsguard's own namespace) add or change an exemption or
+	// an intended-coverage annotation: cluster admins, and those given a
+	// RoleBinding to the chart's exemption-granter ClusterRole. Tenants who
+	// may edit their DaemonSets may not grant themselves an exemption.
+	GrantedByRBAC *bool `yaml:"grantedByRBAC"`
+	// AllowedGroups are groups whose members may add or change an exemption
+	// or an intended-coverage annotation too. With GrantedByRBAC false and
+	// no AllowedGroups, anyone who may update the DaemonSet may.
 	AllowedGroups []string `yaml:"allowedGroups"`
 	// AllowedNamespaces, when not empty, are the namespaces (globs) where
 	// exemptions and intended-coverage annotations take effect. Empty: all.
@@ -44,10 +52,43 @@ func validateExemptions(c *ExemptionsConfig, p *field.Path) field.ErrorList {
 	return append(errs, ValidateGlobs(c.AllowedNamespaces, p.Child("allowedNamespaces"))...)
 }
 
+// The permission by which RBAC grants exemptions (exemptions.grantedByRBAC):
+// verb GrantVerb on resource GrantResource of group GrantGroup, in dsguard's
+// own namespace, named by the namespace of the DaemonSet. No such object
+// exists: like the "escalate" verb on roles, it is a permission only, which
+// the edit and admin roles a tenant is given do not hold, and which a
+// RoleBinding in dsguard's namespace (out of a tenant's reach) gives, for
+// all namespaces or, with resourceNames, for some.
+const (
+	GrantGroup    = "dsguard.io"
+	GrantResource = "exemptions"
+	GrantVerb     = "create"
+)
+
+// GrantorsPhrase says, in a refusal, who may grant exemptions to the
+// DaemonSets of namespace: ownNamespace is dsguard's, clusterRole the
+// ClusterRole that gives the permission ("" when there is none).
+func GrantorsPhrase(ownNamespace, namespace, clusterRole string) string {
+	s := fmt.Sprintf("cluster admins and whoever RBAC allows to %s %s.%s named %q in namespace %s",
+		GrantVerb, GrantResource, GrantGroup, namespace, ownNamespace)
+	if clusterRole != "" {
+		s += " (a RoleBinding there to ClusterRole " + clusterRole + ")"
+	}
+	return s
+}
+
 // Requester is who asks for the change under admission.
 type Requester struct {
 	Username string
 	Groups   []string
+	// MayGrant asks the cluster's authorizer whether the requester may
+	// grant exemptions in namespace (exemptions.grantedByRBAC); it is
+	// called only when the requester writes a gated annotation and is in
+	// none of exemptions.allowedGroups. Nil: RBAC grants nobody.
+	MayGrant func(namespace string) (bool, error)
+	// Grantors says, for the person refused, who RBAC lets grant in
+	// namespace (which permission, which ClusterRole gives it).
+	Grantors func(namespace string) string
 }
 
 // GatedAnnotation reports whether key is an annotation the policy's
@@ -70,23 +111,41 @@ func HasGatedAnnotation(ds *appsv1.DaemonSet) bool {
 	return false
 }
 
-// GroupGated reports whether the policy names exemptions.allowedGroups: then
-// only their members may add or change a gated annotation, which only
-// admission (knowing the requester) can check.
-func (p *Policy) GroupGated() bool { return len(p.exemptions.AllowedGroups) > 0 }
+// GrantedByRBAC reports whether the cluster's authorizer decides who may
+// grant exemptions (exemptions.grantedByRBAC, the default).
+func (c *ExemptionsConfig) grantedByRBAC() bool { return c.GrantedByRBAC == nil || *c.GrantedByRBAC }
 
-// allowedToAnnotate reports whether the requester is in one of the policy's
-// exemptions.allowedGroups (or the policy names none).
-func (p *Policy) allowedToAnnotate(r *Requester) bool {
-	if len(p.exemptions.AllowedGroups) == 0 {
-		return true
+// GrantedByRBAC reports whether the cluster's authorizer decides, beside
+// exemptions.allowedGroups, who may add or change a gated annotation.
+func (p *Policy) GrantedByRBAC() bool { return p.exemptions.grantedByRBAC() }
+
+// GroupGated reports whether the policy restricts who may add or change a
+// gated annotation (by RBAC or exemptions.allowedGroups), which only
+// admission (knowing the requester) can check.
+func (p *Policy) GroupGated() bool { return p.GrantedByRBAC() || len(p.exemptions.AllowedGroups) > 0 }
+
+// mayGrant reports whether the requester may add or change a gated
+// annotation in namespace: anyone when the policy restricts nobody, else a
+// member of exemptions.allowedGroups or someone RBAC allows. failure is
+// why the authorizer could not be asked ("" when it answered or was not
+// asked); the requester is then refused.
+func (p *Policy) mayGrant(r *Requester, namespace string) (ok bool, failure string) {
+	if !p.GroupGated() {
+		return true, ""
 	}
 	for _, g := range r.Groups {
 		if slices.Contains(p.exemptions.AllowedGroups, g) {
-			return true
+			return true, ""
 		}
 	}
-	return false
+	if !p.GrantedByRBAC() || r.MayGrant == nil {
+		return false, ""
+	}
+	ok, err := r.MayGrant(namespace)
+	if err != nil {
+		return false, err.Error()
+	}
+	return ok, ""
 }
 
 // annotationWritten reports whether a request that stores annotations over
@@ -96,75 +155,140 @@ func annotationWritten(annotations, previous map[string]string, key string) bool
 	return !had || prev != annotations[key]
 }
 
-// GateRefusal is the exemption gate's refusal of a request: a requester
-// outside exemptions.allowedGroups adds or changes gated annotations.
+// GateRefusal is the exemption gate's refusal of a request: a requester who
+// may not grant exemptions adds or changes gated annotations.
 type GateRefusal struct {
 	// Requester is the user name of whoever asked.
 	Requester string
 	// AllowedGroups are the policy's exemptions.allowedGroups.
 	AllowedGroups []string
+	// Grantors says who RBAC lets grant, "" when the policy leaves it to
+	// AllowedGroups alone (exemptions.grantedByRBAC false).
+	Grantors string
+	// Failure is why the authorizer could not be asked, "" when it answered.
+	Failure string
 	// Keys are the annotations added or changed, sorted.
 	Keys []string
 }
 
-// RefuseAnnotationChanges returns why the request must be refused, nil when
-// it may proceed: with exemptions.allowedGroups set, an add or change of a
-// gated annotation by someone outside those groups is refused, whatever the
-// exempted rule's action, so that an annotation a later update leaves
-// unchanged is one a permitted person wrote (or one that predates the gate).
-// previous are the stored object's annotations on UPDATE, nil on CREATE.
-// Removing an annotation is always allowed.
-func (p *Policy) RefuseAnnotationChanges(ds *appsv1.DaemonSet, previous map[string]string, r Requester) *GateRefusal {
-	if p.allowedToAnnotate(&r) {
+// refusal builds the gate's refusal of r in namespace, or nil when r may
+// grant there.
+func (p *Policy) refusal(r *Requester, namespace string, keys []string) *GateRefusal {
+	ok, failure := p.mayGrant(r, namespace)
+	if ok {
 		return nil
 	}
-	var keys []string
-	for key := range ds.Annotations {
-		if GatedAnnotation(key) && annotationWritten(ds.Annotations, previous, key) {
-			keys = append(keys, key)
+	g := &GateRefusal{Requester: r.Username, AllowedGroups: p.exemptions.AllowedGroups, Failure: failure, Keys: keys}
+	if p.GrantedByRBAC() {
+		g.Grantors = "whoever RBAC allows to grant exemptions in " + namespace
+		if r.Grantors != nil {
+			g.Grantors = r.Grantors(namespace)
 		}
 	}
+	return g
+}
+
+// RefuseAnnotationChanges returns why the request must be refused, nil when
+// it may proceed: an add or change of a gated annotation by someone who may
+// not grant exemptions (neither RBAC nor exemptions.allowedGroups lets
+// them) is refused, whatever the exempted rule's action, so that an
+// annotation a later update leaves unchanged is one a permitted person
+// wrote (or one that predates the gate). previous are the stored object's
+// annotations on UPDATE, nil on CREATE. Removing an annotation is always
+// allowed. The authorizer is asked only when a gated annotation is written.
+func (p *Policy) RefuseAnnotationChanges(ds *appsv1.DaemonSet, previous map[string]string, r Requester) *GateRefusal {
+	if !p.GroupGated() {
+		return nil
+	}
+	keys := WrittenGatedAnnotations(ds.Annotations, previous)
 	if len(keys) == 0 {
 		return nil
 	}
+	return p.refusal(&r, NamespaceOf(ds), keys)
+}
+
+// WrittenGatedAnnotations lists, sorted, the gated annotations that a
+// request storing annotations over previous (nil on CREATE) adds or changes.
+func WrittenGatedAnnotations(annotations, previous map[string]string) []string {
+	var keys []string
+	for key := range annotations {
+		if GatedAnnotation(key) && annotationWritten(annotations, previous, key) {
+			keys = append(keys, key)
+		}
+	}
 	slices.Sort(keys)
-	return &GateRefusal{Requester: r.Username, AllowedGroups: p.exemptions.AllowedGroups, Keys: keys}
+	return keys
+}
+
+// who says who may grant and why the requester is refused: "only members
+// of G may add or change exemption and intended-coverage annotations
+// (exemptions.allowedGroups), and U is not one".
+func (g *GateRefusal) who() string {
+	groups := strings.Join(g.AllowedGroups, ", ")
+	if g.Grantors == "" {
+		return fmt.Sprintf("only members of %s may add or change exemption and intended-coverage annotations "+
+			"(exemptions.allowedGroups), and %s is not one", groups, g.Requester)
+	}
+	grantors, fields := g.Grantors, "exemptions.grantedByRBAC"
+	if groups != "" {
+		grantors += " and members of " + groups
+		fields += ", exemptions.allowedGroups"
+	}
+	s := fmt.Sprintf("only %s may add or change exemption and intended-coverage annotations (%s), and %s is not one of them",
+		grantors, fields, g.Requester)
+	if g.Failure != "" {
+		s += " (dsguard could not ask the API server: " + g.Failure + ")"
+	}
+	return s
+}
+
+func (g *GateRefusal) what() string { return AnnotationsPhrase(g.Keys) }
+
+// AnnotationsPhrase names annotation keys in a message: "annotation a" or
+// "annotations a, b".
+func AnnotationsPhrase(keys []string) string {
+	if len(keys) > 1 {
+		return "annotations " + strings.Join(keys, ", ")
+	}
+	return "annotation " + keys[0]
 }
 
 // Message is the refusal as the person at the terminal reads it: which
 // annotations, who asked, who may, and what to do instead.
 func (g *GateRefusal) Message() string {
-	what := "annotation " + g.Keys[0]
-	if len(g.Keys) > 1 {
-		what = "annotations " + strings.Join(g.Keys, ", ")
+	ask := "one of them"
+	if g.Grantors == "" {
+		ask = "a member of " + strings.Join(g.AllowedGroups, ", ")
 	}
-	groups := strings.Join(g.AllowedGroups, ", ")
-	return fmt.Sprintf("dsguard refuses the change to %s: only members of %s may add or change exemption and "+
-		"intended-coverage annotations (exemptions.allowedGroups), and %s is not one.\n"+
-		"  fix: ask a member of %s to apply it, or leave the annotation as it was; removing it is always allowed.",
-		what, groups, g.Requester, groups)
+	return fmt.Sprintf("dsguard refuses the change to %s: %s.\n"+
+		"  fix: ask %s to apply it, or leave the annotation as it was; removing it is always allowed.",
+		g.what(), g.who(), ask)
 }
 
 // Warning is the refusal where dsguard only warns (a fail-open namespace):
-// one line, short, naming the rule of the gate, who asked and who may.
+// one short line (warnings are cut), naming the gate, who asked and who may.
 func (g *GateRefusal) Warning(namespace string) string {
-	what := "annotation " + g.Keys[0]
-	if len(g.Keys) > 1 {
-		what = "annotations " + strings.Join(g.Keys, ", ")
+	why := fmt.Sprintf("%s is not in exemptions.allowedGroups (%s)", g.Requester, strings.Join(g.AllowedGroups, ", "))
+	if g.Grantors != "" {
+		why = g.Requester + " may not grant exemptions here (exemptions.grantedByRBAC"
+		if len(g.AllowedGroups) > 0 {
+			why += ", or exemptions.allowedGroups: " + strings.Join(g.AllowedGroups, ", ")
+		}
+		why += ")"
 	}
-	return fmt.Sprintf("dsguard would refuse the change to %s: %s is not in exemptions.allowedGroups (%s); admitted: namespace %s fails open",
-		what, g.Requester, strings.Join(g.AllowedGroups, ", "), namespace)
+	return fmt.Sprintf("dsguard would refuse the change to %s: %s; admitted: namespace %s fails open", g.what(), why, namespace)
 }
 
 // gateProblem says why the policy's exemption gate voids the annotation key
 // on ds, "" when it lets it through. The namespace gate always applies. The
-// group gate needs the requester (admission only: offline and in the audit
-// it is not applied) and judges only an annotation the request adds or
-// changes: admission refuses those from anyone outside the groups
-// (RefuseAnnotationChanges), so one an update leaves unchanged was written by
-// a permitted person, or predates the gate, and a rollout restart by someone
-// else keeps it. Where admission only warns (the fail-open namespaces), the
-// annotation is void for the request that writes it.
+// grant gate (RBAC, exemptions.allowedGroups) needs the requester
+// (admission only: offline and in the audit it is not applied) and judges
+// only an annotation the request adds or changes: admission refuses those
+// from anyone who may not grant (RefuseAnnotationChanges), so one an update
+// leaves unchanged was written by a permitted person, or predates the gate,
+// and a rollout restart by someone else keeps it. Where admission only
+// warns (the fail-open namespaces), the annotation is void for the request
+// that writes it.
 func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
 	ex := &env.Policy.exemptions
 	ns := NamespaceOf(ds)
@@ -172,14 +296,13 @@ func (env *Env) gateProblem(ds *appsv1.DaemonSet, key string) string {
 		return fmt.Sprintf("the policy allows exemptions only in namespaces %s (exemptions.allowedNamespaces)",
 			strings.Join(ex.AllowedNamespaces, ", "))
 	}
-	if env.Requester == nil || env.Policy.allowedToAnnotate(env.Requester) {
+	if env.Requester == nil || !env.Policy.GroupGated() || !annotationWritten(ds.Annotations, env.PreviousAnnotations, key) {
 		return ""
 	}
-	if !annotationWritten(ds.Annotations, env.PreviousAnnotations, key) {
-		return ""
+	if g := env.Policy.refusal(env.Requester, ns, []string{key}); g != nil {
+		return g.who()
 	}
-	return fmt.Sprintf("%s may not grant it: only members of %s may (exemptions.allowedGroups)",
-		env.Requester.Username, strings.Join(ex.AllowedGroups, ", "))
+	return ""
 }
 
 // Exemption returns the DaemonSet's exemption from rule id and whether it

@@ -102,6 +102,7 @@ func Compile(c *Config) (*Policy, error) {
 		bypassGroups: append([]string(nil), c.Bypass.Groups...),
 		exemptions: ExemptionsConfig{
 			MaxExemptionDays:  c.Exemptions.MaxExemptionDays,
+			GrantedByRBAC:     c.Exemptions.GrantedByRBAC,
 			AllowedGroups:     append([]string(nil), c.Exemptions.AllowedGroups...),
 			AllowedNamespaces: append([]string(nil), c.Exemptions.AllowedNamespaces...),
 		},

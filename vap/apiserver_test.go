@@ -22,9 +22,12 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/lazy"
+
+	"github.com/dsguard/dsguard/policy"
 )
 
 // The pieces below are the API server's own validating admission policy
@@ -127,6 +130,32 @@ type request struct {
 	old       *appsv1.DaemonSet // nil: CREATE
 	user      string
 	groups    []string
+	// subresource is "status" for a write through daemonsets/status.
+	subresource string
+}
+
+// grants are whom the tests' authorizer lets grant exemptions
+// (exemptions.grantedByRBAC): by user, the namespaces (nil: all), as
+// RoleBindings in dsguard's namespace would, with resourceNames or without.
+var grants = map[string][]string{"gina": nil, "nina": {"team-a"}}
+
+// mayGrant is the tests' RBAC: whether user may create exemptions.dsguard.io
+// named namespace in own (dsguard's namespace).
+func mayGrant(user, own, verb, group, resource, resourceNS, name string) bool {
+	names, ok := grants[user]
+	return ok && verb == policy.GrantVerb && group == policy.GrantGroup && resource == policy.GrantResource &&
+		resourceNS == own && (names == nil || slices.Contains(names, name))
+}
+
+// testAuthorizer answers the policies' authorizer by mayGrant, with
+// dsguard's namespace own.
+type testAuthorizer struct{ own string }
+
+func (a testAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (authorizer.Decision, string, error) {
+	if mayGrant(at.GetUser().GetName(), a.own, at.GetVerb(), at.GetAPIGroup(), at.GetResource(), at.GetNamespace(), at.GetName()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "", nil
 }
 
 func (r request) attributes() *admission.VersionedAttributes {
@@ -135,19 +164,24 @@ func (r request) attributes() *admission.VersionedAttributes {
 	v := &admission.VersionedAttributes{VersionedKind: daemonSetGVK, VersionedObject: admission.NewLazyObject(obj)}
 	who := &user.DefaultInfo{Name: r.user, Groups: r.groups}
 	if r.old == nil {
-		v.Attributes = admission.NewAttributesRecord(obj, nil, daemonSetGVK, r.namespace, obj.Name, daemonSetGVR, "", admission.Create, nil, false, who)
+		v.Attributes = admission.NewAttributesRecord(obj, nil, daemonSetGVK, r.namespace, obj.Name, daemonSetGVR, r.subresource, admission.Create, nil, false, who)
 		return v
 	}
 	old := r.old.DeepCopy()
 	old.Namespace = r.namespace
 	v.VersionedOldObject = admission.NewLazyObject(old)
-	v.Attributes = admission.NewAttributesRecord(obj, old, daemonSetGVK, r.namespace, obj.Name, daemonSetGVR, "", admission.Update, nil, false, who)
+	v.Attributes = admission.NewAttributesRecord(obj, old, daemonSetGVK, r.namespace, obj.Name, daemonSetGVR, r.subresource, admission.Update, nil, false, who)
 	return v
 }
 
 // applies reports whether the API server would run the policy on the request.
 func (c *compiled) applies(r request) bool {
 	if !c.namespaces.Matches(labels.Set{corev1.LabelMetadataName: r.namespace}) {
+		return false
+	}
+	if r.subresource != "" && !slices.ContainsFunc(c.policy.Spec.MatchConstraints.ResourceRules, func(rule admissionregistrationv1.NamedRuleWithOperations) bool {
+		return slices.Contains(rule.Resources, "daemonsets/"+r.subresource)
+	}) {
 		return false
 	}
 	// An UPDATE matches when the old or the new labels match.
@@ -170,7 +204,7 @@ func admit(t testing.TB, policies []compiled, r request) (string, []string) {
 		if !c.applies(r) {
 			continue
 		}
-		res := c.validator.Validate(context.Background(), daemonSetGVR, attrs, nil, ns, celconfig.RuntimeCELCostBudget, nil)
+		res := c.validator.Validate(context.Background(), daemonSetGVR, attrs, nil, ns, celconfig.RuntimeCELCostBudget, testAuthorizer{own: testOwnNamespace})
 		for _, d := range res.Decisions {
 			if d.Evaluation == validating.EvalError {
 				t.Errorf("%s: evaluation error: %s", c.policy.Name, d.Message)
@@ -369,3 +403,7 @@ func measure(t testing.TB, c *compiled, r request, attrs *admission.VersionedAtt
 	}
 	return out
 }
+
+// testOwnNamespace is dsguard's namespace in the tests' renders, where
+// testAuthorizer's RoleBindings are.
+const testOwnNamespace = "dsguard-system"

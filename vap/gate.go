@@ -31,10 +31,12 @@ const gateMessageKeys = 32
 const writtenVar = "gatedAnnotationsWritten"
 
 // renderGate renders the webhook's exemption gate
-// (policy.Policy.RefuseAnnotationChanges): with exemptions.allowedGroups
-// set, a CREATE or UPDATE that adds or changes an exempt.dsguard.io/* or
-// coverage.dsguard.io/intended annotation, by a requester in none of those
-// groups and not on the break-glass list, is refused; in the fail-open
+// (policy.Policy.RefuseAnnotationChanges): with exemptions.grantedByRBAC
+// or exemptions.allowedGroups, a CREATE or UPDATE that adds or changes an
+// exempt.dsguard.io/* or coverage.dsguard.io/intended annotation, by a
+// requester in none of those groups, not allowed by the authorizer to
+// grant exemptions and not on the break-glass list, is refused, and so is
+// such a write through daemonsets/status by anyone; in the fail-open
 // namespaces it is only warned about, as the webhook only warns there.
 // Like the webhook's, it ignores enforcement, namespaceEnforcement, rule
 // actions and ratcheting: an annotation stored under a softer setting
@@ -42,14 +44,25 @@ const writtenVar = "gatedAnnotationsWritten"
 // annotation is always allowed.
 func renderGate(cfg *policy.Config, opts Options) ([]admissionregistrationv1.ValidatingAdmissionPolicy, []admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	groups := cfg.Exemptions.AllowedGroups
-	if len(groups) == 0 {
+	rbac := cfg.Exemptions.GrantedByRBAC == nil || *cfg.Exemptions.GrantedByRBAC
+	if !rbac && len(groups) == 0 {
 		return nil, nil
 	}
+	const status = "(has(request.subResource) && request.subResource == 'status')"
+	// Who may grant: a member of the groups or, with grantedByRBAC, whoever
+	// the authorizer allows (policy.Policy.mayGrant); through
+	// daemonsets/status nobody. Asked in the validation, after the
+	// annotations written, so that the authorizer is asked only of a
+	// request that writes one, as the webhook asks it.
+	var may []string
+	if len(groups) > 0 {
+		may = append(may, fmt.Sprintf("(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s))", celform.LitList(groups)))
+	}
+	if rbac {
+		may = append(may, fmt.Sprintf("authorizer.group(%s).resource(%s).namespace(%s).name(request.namespace).check(%s).allowed()",
+			celform.Lit(policy.GrantGroup), celform.Lit(policy.GrantResource), celform.Lit(opts.Namespace), celform.Lit(policy.GrantVerb)))
+	}
 	conds := bypassCondition(cfg)
-	conds = append(conds, admissionregistrationv1.MatchCondition{
-		Name:       "requester-not-in-allowed-groups",
-		Expression: fmt.Sprintf("!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in %s))", celform.LitList(groups)),
-	})
 	const (
 		intended = policy.IntendedCoverageAnnotation
 		prefix   = policy.ExemptionAnnotationPrefix
@@ -61,45 +74,75 @@ func renderGate(cfg *policy.Config, opts Options) ([]admissionregistrationv1.Val
 		"oldObject.metadata.annotations[k] != object.metadata.annotations[k])) : []", celform.Lit(intended), celform.Lit(prefix))
 	variables := []admissionregistrationv1.Variable{{Name: writtenVar, Expression: written}}
 
-	// The webhook's message, sorted as it sorts the keys, on one line (a
+	// The webhook's messages, sorted as it sorts the keys, on one line (a
 	// message with a line break is refused by the API server). Keys are
 	// sorted by rank (the number of keys before each), bound once (see
 	// celform.ContainerCheck); past gateMessageKeys the first key and a count.
-	allowed := strings.Join(groups, ", ")
 	what := fmt.Sprintf("[variables.%s].map(w, size(w) == 1 ? 'annotation ' + w[0] : size(w) <= %d ? "+
 		"'annotations ' + [w.map(k, size(w.filter(j, j < k)))].map(r, w.transformList(i, x, w[r.indexOf(i)]))[0].join(', ') : "+
 		"'annotations ' + w.min() + ' and ' + string(size(w) - 1) + ' more')[0]", writtenVar, gateMessageKeys)
 	user := "(has(request.userInfo.username) ? request.userInfo.username : '')"
+	who, fields, ask := celform.Lit("only members of "+strings.Join(groups, ", ")), "exemptions.allowedGroups", "a member of "+strings.Join(groups, ", ")
+	whoStatic := "only members of " + strings.Join(groups, ", ")
+	ofThem := ""
+	if rbac {
+		// policy.GrantorsPhrase, with the request's namespace in it.
+		const marker = "\x00"
+		parts := strings.SplitN(policy.GrantorsPhrase(opts.Namespace, marker, opts.GranterRole), fmt.Sprintf("%q", marker), 2)
+		who = celform.Lit("only "+parts[0]+`"`) + " + request.namespace + " + celform.Lit(`"`+parts[1])
+		whoStatic = "only those RBAC allows"
+		fields, ask, ofThem = "exemptions.grantedByRBAC", "one of them", " of them"
+		if len(groups) > 0 {
+			who += " + " + celform.Lit(" and members of "+strings.Join(groups, ", "))
+			fields += ", exemptions.allowedGroups"
+		}
+	}
 	message := func(verb, note string) string {
-		parts := []string{celform.Lit("dsguard " + verb + " the change to "), what,
-			celform.Lit(": only members of " + allowed + " may add or change exemption and intended-coverage annotations (exemptions.allowedGroups), and "),
-			user, celform.Lit(" is not one")}
+		parts := []string{celform.Lit("dsguard " + verb + " the change to "), what, celform.Lit(": "), who,
+			celform.Lit(" may add or change exemption and intended-coverage annotations (" + fields + "), and "),
+			user, celform.Lit(" is not one" + ofThem)}
 		if note != "" {
 			parts = append(parts, note)
 		}
-		parts = append(parts, celform.Lit("; fix: ask a member of "+allowed+" to apply it, or leave the annotation as it was; removing it is always allowed."))
+		parts = append(parts, celform.Lit("; fix: ask "+ask+" to apply it, or leave the annotation as it was; removing it is always allowed."))
+		return strings.Join(parts, " + ")
+	}
+	// webhook.DaemonSetHandler's refusal of a write through daemonsets/status.
+	statusMessage := func(verb, note string) string {
+		parts := []string{celform.Lit("dsguard " + verb + " the change to "), what,
+			celform.Lit(" through the status subresource: exemption and intended-coverage annotations are written by an update of " +
+				"the DaemonSet itself, where dsguard checks who may grant them; daemonsets/status is for the DaemonSet controller's counters")}
+		if note != "" {
+			parts = append(parts, note)
+		}
+		parts = append(parts, celform.Lit("; fix: have someone who may grant exemptions run kubectl annotate daemonset "), "object.metadata.name",
+			celform.Lit(" ... (no --subresource), or leave the annotation as it was; removing it is always allowed."))
 		return strings.Join(parts, " + ")
 	}
 	// The static message stands in when the expression cannot be evaluated.
-	validation := func(verb, messageExpression string) []admissionregistrationv1.Validation {
+	validation := func(verb, note string) []admissionregistrationv1.Validation {
 		forbidden := metav1.StatusReasonForbidden
 		return []admissionregistrationv1.Validation{{
-			Expression:        fmt.Sprintf("size(variables.%s) == 0", writtenVar),
-			MessageExpression: messageExpression,
-			Message: "dsguard " + verb + " the change to an exemption or intended-coverage annotation: only members of " + allowed +
-				" may add or change them (exemptions.allowedGroups); fix: ask a member of " + allowed + " to apply it, or leave the annotation as it was; removing it is always allowed.",
+			Expression:        fmt.Sprintf("size(variables.%s) == 0 || !%s && (%s)", writtenVar, status, strings.Join(may, " || ")),
+			MessageExpression: status + " ? " + statusMessage(verb, note) + " : " + message(verb, note),
+			Message: "dsguard " + verb + " the change to an exemption or intended-coverage annotation: " + whoStatic +
+				" may add or change them (" + fields + "), never through daemonsets/status; fix: ask " + ask +
+				" to apply it, or leave the annotation as it was; removing it is always allowed.",
 			Reason: &forbidden,
 		}}
 	}
 	annotations := map[string]string{NotExpressedAnnotation: strings.Join(notExpressed(GateName), "; ")}
 	labels := map[string]string{ManagedByLabel: ManagedByValue, RuleLabel: GateName}
 	spec := func(failure admissionregistrationv1.FailurePolicyType, nsSel *metav1.LabelSelector, verb, note string) admissionregistrationv1.ValidatingAdmissionPolicySpec {
+		match := daemonSetWrites(nsSel, nil)
+		rule := &match.ResourceRules[0].Rule
+		rule.Resources = append(rule.Resources, "daemonsets/status")
 		return admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy:    &failure,
-			MatchConstraints: daemonSetWrites(nsSel, nil),
+			MatchConstraints: match,
 			MatchConditions:  slices.Clone(conds),
 			Variables:        slices.Clone(variables),
-			Validations:      validation(verb, message(verb, note)),
+			Validations:      validation(verb, note),
 		}
 	}
 

@@ -24,7 +24,7 @@ bypass: {users: [break-glass], groups: [oncall]}
 `
 
 // gateOptions: kube-system fails open, "ignored" is never judged.
-var gateOptions = Options{Namespace: "dsguard-system", ExcludedNamespaces: []string{"ignored"},
+var gateOptions = Options{Namespace: testOwnNamespace, GranterRole: "dsguard-exemption-granter", ExcludedNamespaces: []string{"ignored"},
 	FailOpenNamespaces: []string{"kube-system", "dsguard-system"}, Today: testDay}
 
 // Who asks: an outsider (a tenant), members of each allowed group, and the
@@ -35,6 +35,8 @@ var (
 	sam        = requester{"sam", []string{"sre"}}
 	breakGlass = requester{"break-glass", nil}
 	onCall     = requester{"olga", []string{"oncall"}}
+	gina       = requester{"gina", []string{"system:authenticated"}} // RBAC lets her grant in every namespace
+	nina       = requester{"nina", []string{"system:authenticated"}} // in team-a only
 	nobody     = requester{"", nil}
 )
 
@@ -163,6 +165,8 @@ func TestRender_ExemptionGate(t *testing.T) {
 		who  requester
 		old  *appsv1.DaemonSet // nil: CREATE
 		new  *appsv1.DaemonSet
+		// status: the write goes through daemonsets/status.
+		status bool
 		// gate is the gate's verdict; denies, under the policy as written,
 		// whether all the generated policies deny.
 		gate    string
@@ -170,7 +174,9 @@ func TestRender_ExemptionGate(t *testing.T) {
 		message string // in the gate's message
 	}{
 		{name: "CREATE with an exemption by an outsider", who: mallory, new: withAnnotations(cptExemption, grant),
-			gate: "deny", denies: true, message: "dsguard refuses the change to annotation " + cptExemption + ": only members of platform-team, sre may"},
+			gate: "deny", denies: true, message: "dsguard refuses the change to annotation " + cptExemption + ": only cluster admins and whoever RBAC " +
+				"allows to create exemptions.dsguard.io named \"team-a\" in namespace dsguard-system (a RoleBinding there to ClusterRole " +
+				"dsguard-exemption-granter) and members of platform-team, sre may"},
 		{name: "CREATE with an exemption by a member", who: pat, new: withAnnotations(cptExemption, grant), gate: "allow"},
 		{name: "CREATE with an exemption by a member of the second group", who: sam, new: withAnnotations(cptExemption, grant), gate: "allow"},
 		{name: "CREATE with intended coverage by an outsider", who: mallory, new: withAnnotations(intendedKey, "GPU nodes only"),
@@ -179,7 +185,7 @@ func TestRender_ExemptionGate(t *testing.T) {
 		{name: "CREATE with an exemption by someone without a name or groups", who: nobody, new: withAnnotations(cptExemption, grant),
 			gate: "deny", denies: true, message: "and  is not one"},
 		{name: "step 1: an outsider adds an exemption to a compliant DaemonSet", who: mallory, old: withAnnotations(),
-			new: withAnnotations(cptExemption, grant), gate: "deny", denies: true, message: "and mallory is not one; fix: ask a member of platform-team, sre to apply it"},
+			new: withAnnotations(cptExemption, grant), gate: "deny", denies: true, message: "and mallory is not one of them; fix: ask one of them to apply it"},
 		{name: "step 1 by a member", who: pat, old: withAnnotations(), new: withAnnotations(cptExemption, grant), gate: "allow"},
 		{name: "step 2: an outsider drops the tolerations, leaving the granted exemption", who: mallory,
 			old: withAnnotations(cptExemption, grant), new: untolerated(withAnnotations(cptExemption, grant)), gate: "allow"},
@@ -206,9 +212,26 @@ func TestRender_ExemptionGate(t *testing.T) {
 		{name: "the break-glass user", who: breakGlass, old: withAnnotations(), new: untolerated(withAnnotations(cptExemption, grant)), gate: "allow"},
 		{name: "a break-glass group", who: onCall, new: withAnnotations(cptExemption, grant), gate: "allow"},
 		{name: "a fail-open namespace only warns", ns: "kube-system", who: mallory, old: withAnnotations(), new: withAnnotations(cptExemption, grant),
-			gate: "warn", message: "dsguard would refuse the change to annotation " + cptExemption + ": only members of platform-team, sre may add or change " +
-				"exemption and intended-coverage annotations (exemptions.allowedGroups), and mallory is not one; admitted: namespace kube-system fails open, " +
-				"where dsguard only warns; fix: ask a member"},
+			gate: "warn", message: "dsguard would refuse the change to annotation " + cptExemption + ": only cluster admins and whoever RBAC allows to " +
+				"create exemptions.dsguard.io named \"kube-system\" in namespace dsguard-system (a RoleBinding there to ClusterRole " +
+				"dsguard-exemption-granter) and members of platform-team, sre may add or change exemption and intended-coverage annotations " +
+				"(exemptions.grantedByRBAC, exemptions.allowedGroups), and mallory is not one of them; admitted: namespace kube-system fails open, " +
+				"where dsguard only warns; fix: ask one of them"},
+		{name: "RBAC lets gina grant everywhere", who: gina, old: withAnnotations(), new: withAnnotations(cptExemption, grant), gate: "allow"},
+		{name: "RBAC lets nina grant in team-a", who: nina, old: withAnnotations(), new: withAnnotations(cptExemption, grant), gate: "allow"},
+		{name: "but not in team-b", ns: "team-b", who: nina, old: withAnnotations(), new: withAnnotations(cptExemption, grant),
+			gate: "deny", denies: true, message: "named \"team-b\" in namespace dsguard-system"},
+		{name: "through daemonsets/status a member is refused", status: true, who: pat, old: withAnnotations(), new: withAnnotations(cptExemption, grant),
+			gate: "deny", denies: true, message: "dsguard refuses the change to annotation " + cptExemption + " through the status subresource: " +
+				"exemption and intended-coverage annotations are written by an update of the DaemonSet itself"},
+		{name: "through daemonsets/status RBAC grants nobody", status: true, who: gina, old: withAnnotations(intendedKey, "GPU nodes only"),
+			new: withAnnotations(intendedKey, "every node"), gate: "deny", denies: true, message: "fix: have someone who may grant exemptions run kubectl annotate daemonset node-exporter"},
+		{name: "through daemonsets/status another annotation passes", status: true, who: mallory, old: withAnnotations(),
+			new: withAnnotations("example.com/owner", "b"), gate: "allow"},
+		{name: "through daemonsets/status a removal passes", status: true, who: mallory, old: withAnnotations(cptExemption, grant),
+			new: withAnnotations(), gate: "allow"},
+		{name: "through daemonsets/status in a fail-open namespace only warns", ns: "kube-system", status: true, who: gina, old: withAnnotations(),
+			new: withAnnotations(cptExemption, grant), gate: "warn", message: "through the status subresource"},
 		{name: "dsguard's own namespace is never judged", ns: "dsguard-system", who: mallory, new: withAnnotations(cptExemption, grant), gate: "allow"},
 		{name: "an excluded namespace is never judged", ns: "ignored", who: mallory, new: withAnnotations(cptExemption, grant), gate: "allow"},
 	} {
@@ -218,6 +241,9 @@ func TestRender_ExemptionGate(t *testing.T) {
 				ns = "team-a"
 			}
 			r := request{namespace: ns, object: tc.new, old: tc.old, user: tc.who.name, groups: tc.who.groups}
+			if tc.status {
+				r.subresource = "status"
+			}
 			for _, doc := range docs {
 				got, msgs := admit(t, doc.gate, r)
 				if got != tc.gate {
@@ -260,7 +286,8 @@ func TestRender_ExemptionGate(t *testing.T) {
 // TestRender_ExemptionGateAgreesWithTheWebhook sweeps every rule fixture
 // and generated DaemonSets (whose annotations include exemptions and
 // intended coverage, valid or not), created and updated five ways by an
-// outsider, a member and the break-glass user in an ordinary and a
+// outsider, a member, two whom RBAC lets grant (everywhere, in team-a only)
+// and the break-glass user, also through daemonsets/status, in an ordinary and a
 // fail-open namespace, and requires of the generated policies dsguard's own
 // DaemonSet handler's verdict; where its gate refuses, the gate's policy
 // refuses with its message, and where it would refuse but the namespace
@@ -268,6 +295,9 @@ func TestRender_ExemptionGate(t *testing.T) {
 // gate's policy warns.
 func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 	h, all, gate := renderGated(t, gatePolicy, gateOptions)
+	closed := gateOptions
+	closed.FailOpenNamespaces = nil
+	failsClosed, _, _ := renderGated(t, gatePolicy, closed)
 	changes := map[string]func(*appsv1.DaemonSet){
 		"exemption added":   func(ds *appsv1.DaemonSet) { setKey(&ds.Annotations, cptExemption, grant) },
 		"intended added":    func(ds *appsv1.DaemonSet) { setKey(&ds.Annotations, intendedKey, "GPU nodes only") },
@@ -284,7 +314,7 @@ func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for _, s := range subjects(t, 40) {
-		for _, who := range []requester{mallory, pat, breakGlass} {
+		for _, who := range []requester{mallory, pat, gina, nina, breakGlass} {
 			check := func(what string, r request) {
 				t.Helper()
 				answer, answerMsgs := webhookVerdict(t, h, r)
@@ -294,14 +324,12 @@ func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 					t.Errorf("%s: the generated policies give %s %q, the webhook %s %q", what, got, msgs, answer, answerMsgs)
 				}
 				// Where the namespace fails open the webhook refuses nothing:
-				// the same request in an ordinary namespace says what it
-				// would refuse, which the gate warns about there.
+				// the same request to a webhook for which it does not says
+				// what it would refuse, which the gate warns about there.
 				failsOpen := slices.Contains(gateOptions.FailOpenNamespaces, r.namespace)
 				refused := gateRefusal(answer, answerMsgs)
 				if failsOpen {
-					elsewhere := r
-					elsewhere.namespace = "team-a"
-					refused = gateRefusal(webhookVerdict(t, h, elsewhere))
+					refused = gateRefusal(webhookVerdict(t, failsClosed, r))
 				}
 				gateGot, gateMsgs := admit(t, gate, r)
 				want := "allow"
@@ -328,6 +356,12 @@ func TestRender_ExemptionGateAgreesWithTheWebhook(t *testing.T) {
 					changes[how](changed)
 					r.object, r.old = changed, s.ds
 					check(fmt.Sprintf("update %s/%s by %s: %s", ns, s.name, who.name, how), r)
+					// Through daemonsets/status the API server keeps the old
+					// spec and stores the new metadata.
+					status := r
+					status.subresource, status.object = "status", s.ds.DeepCopy()
+					status.object.Annotations = changed.Annotations
+					check(fmt.Sprintf("status update %s/%s by %s: %s", ns, s.name, who.name, how), status)
 				}
 			}
 		}
@@ -390,8 +424,9 @@ func TestRender_ExemptionGateOnlyWhereTheWebhooksApplies(t *testing.T) {
 		opts      Options
 		want      []string
 	}{
-		{"no allowedGroups", plain, gateOptions, nil},
-		{"allowedNamespaces alone", plain + "exemptions: {allowedNamespaces: [team-b]}\n", gateOptions, nil},
+		{"neither RBAC nor allowedGroups", plain + "exemptions: {grantedByRBAC: false}\n", gateOptions, nil},
+		{"allowedNamespaces alone", plain + "exemptions: {grantedByRBAC: false, allowedNamespaces: [team-b]}\n", gateOptions, nil},
+		{"the default: RBAC", plain, gateOptions, []string{"dsguard-exemption-gate-deny=Deny", "dsguard-exemption-gate-warn=Warn"}},
 		{"allowedGroups", gatePolicy, gateOptions, []string{"dsguard-exemption-gate-deny=Deny", "dsguard-exemption-gate-warn=Warn"}},
 		{"allowedGroups, enforcement: audit", gatePolicy + "enforcement: audit\n", gateOptions,
 			[]string{"dsguard-exemption-gate-deny=Deny", "dsguard-exemption-gate-warn=Warn"}},

@@ -53,6 +53,10 @@ type Options struct {
 	// policy's namespaceEnforcement, which by default caps the same
 	// namespaces at warn.
 	FailOpenNamespaces []string
+	// GranterRole is the ClusterRole that lets its subjects grant exemptions
+	// (exemptions.grantedByRBAC), named in the gate's refusals as the
+	// webhook names it (dsguard serve's --exemption-granter-clusterrole).
+	GranterRole string
 }
 
 // Result is the rendered policy set.

@@ -1,6 +1,7 @@
 package vap
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -38,6 +39,12 @@ func webhookHandler(t testing.TB, p *policy.Policy, opts Options) *webhook.Daemo
 	h := webhook.NewDaemonSetHandler(scheme, src, nil, opts.Namespace, nil)
 	h.Now = func() time.Time { return testDay }
 	h.FailOpenNamespaces = opts.FailOpenNamespaces
+	h.MayGrant = func(_ context.Context, u authenticationv1.UserInfo, namespace string) (bool, error) {
+		return mayGrant(u.Username, opts.Namespace, policy.GrantVerb, policy.GrantGroup, policy.GrantResource, opts.Namespace, namespace), nil
+	}
+	h.Grantors = func(namespace string) string {
+		return policy.GrantorsPhrase(opts.Namespace, namespace, opts.GranterRole)
+	}
 	return h
 }
 
@@ -67,6 +74,7 @@ func (r request) admissionRequest(t testing.TB) admission.Request {
 	if r.old != nil {
 		req.Operation, req.OldObject = admissionv1.Update, encode(r.old)
 	}
+	req.SubResource = r.subresource
 	return req
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,6 +84,36 @@ type DaemonSetHandler struct {
 	// the metrics alerts read (decisions, findings, bypasses), so a Pod
 	// that reaches the port cannot forge them.
 	ClientAuth bool
+	// MayGrant, when set, asks the cluster's authorizer whether user may
+	// grant exemptions in namespace (exemptions.grantedByRBAC): asked only
+	// when a request writes an exemption or intended-coverage annotation.
+	// Unset, RBAC grants nobody and only exemptions.allowedGroups may.
+	MayGrant func(ctx context.Context, user authenticationv1.UserInfo, namespace string) (bool, error)
+	// Grantors says who RBAC lets grant exemptions in namespace, for the
+	// message of a refusal.
+	Grantors func(namespace string) string
+}
+
+// requester is who asks for req, with the authorizer's answer on whether
+// they may grant exemptions asked at most once.
+func (h *DaemonSetHandler) requester(ctx context.Context, req admission.Request) policy.Requester {
+	r := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups, Grantors: h.Grantors}
+	if h.MayGrant != nil {
+		type answer struct {
+			ok  bool
+			err error
+		}
+		asked := map[string]answer{}
+		r.MayGrant = func(namespace string) (bool, error) {
+			a, ok := asked[namespace]
+			if !ok {
+				a.ok, a.err = h.MayGrant(ctx, req.UserInfo, namespace)
+				asked[namespace] = a
+			}
+			return a.ok, a.err
+		}
+	}
+	return r
 }
 
 // NewDaemonSetHandler returns the DaemonSet handler. nodes may be nil (no
@@ -115,6 +146,31 @@ var daemonSetKind = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
 // decodes them with the review.
 func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	return h.judge(ctx, req, decoded{})
+}
+
+// statusWrite judges an UPDATE through daemonsets/status, which the API
+// server stores with the old spec but the new metadata: an exemption or
+// intended coverage written there is refused for everyone (in the fail-open
+// namespaces, warned about) when the policy restricts who may grant them,
+// since a later UPDATE would see it unchanged and trust it. The webhook
+// entry's matchConditions send only such writes.
+func (h *DaemonSetHandler) statusWrite(p *policy.Policy, ds *appsv1.DaemonSet, previous map[string]string, namespace string) admission.Response {
+	keys := policy.WrittenGatedAnnotations(ds.Annotations, previous)
+	if len(keys) == 0 || !p.GroupGated() {
+		return admission.Allowed("a status update that writes no exemption or intended-coverage annotation anyone may not")
+	}
+	what := policy.AnnotationsPhrase(keys)
+	if h.failsOpen(namespace) {
+		resp := admission.Allowed("")
+		resp.Warnings = []string{fmt.Sprintf("dsguard would refuse the change to %s through the status subresource, where "+
+			"nobody may grant exemptions; admitted: namespace %s fails open", what, namespace)}
+		return resp
+	}
+	return admission.Denied(fmt.Sprintf("dsguard refuses the change to %s through the status subresource: exemption and "+
+		"intended-coverage annotations are written by an update of the DaemonSet itself, where dsguard checks who may "+
+		"grant them; daemonsets/status is for the DaemonSet controller's counters.\n"+
+		"  fix: have someone who may grant exemptions run kubectl annotate daemonset %s ... (no --subresource), "+
+		"or leave the annotation as it was; removing it is always allowed.", what, ds.Name))
 }
 
 // decoded are a request's objects when they were decoded with its review;
@@ -229,10 +285,13 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 			old.Namespace = req.Namespace
 		}
 	}
-	requester := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}
+	requester := h.requester(ctx, req)
 	var previous map[string]string
 	if old != nil {
 		previous = old.Annotations
+	}
+	if req.SubResource == "status" {
+		return h.statusWrite(active.Policy, ds, previous, req.Namespace)
 	}
 	// An exemption or intended coverage written by someone outside
 	// exemptions.allowedGroups is refused whatever the rule's action, the

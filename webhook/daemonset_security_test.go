@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/dsguard/dsguard/clusterview"
 	"github.com/dsguard/dsguard/coverage"
+	"github.com/dsguard/dsguard/policy"
 )
 
 // TestDaemonSetHandler_FailOpenNamespaces: in an infrastructure namespace
@@ -212,7 +215,7 @@ func TestDaemonSetHandler_NodeNamesOnlyToAuthenticatedCallers(t *testing.T) {
 // tolerations) fails at its first step.
 func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 	const (
-		gated  = "exemptions:\n  allowedGroups: [platform-team]\n"
+		gated  = "exemptions:\n  grantedByRBAC: false\n  allowedGroups: [platform-team]\n"
 		grant  = "migrating; expires=2026-12-31"
 		renew  = "migrating; expires=2027-01-31"
 		refuse = "dsguard refuses the change to annotation exempt.dsguard.io/control-plane-toleration: only members of " +
@@ -264,7 +267,7 @@ func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), allowed: true},
 		{name: "a fail-open namespace only warns, and the exemption is void for the request", op: admissionv1.Create,
 			obj: compliantDS(noTolerations, inNamespace("kube-system"), exempt("control-plane-toleration", grant)), allowed: true,
-			says: "alice may not grant it: only members of platform-team may"},
+			says: "exemption from control-plane-toleration is void: only members of platform-team may add or change"},
 		{name: "a fail-open namespace warns of the gate", op: admissionv1.Update,
 			obj: compliantDS(inNamespace("kube-system"), exempt("control-plane-toleration", grant)), old: compliantDS(), allowed: true,
 			says: "dsguard would refuse the change to annotation exempt.dsguard.io/control-plane-toleration: alice is not in " +
@@ -326,5 +329,93 @@ func TestHeavyLane(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	} else {
 		r()
+	}
+}
+
+// TestDaemonSetHandler_ExemptionGrantedByRBAC: by default the cluster's
+// authorizer decides who may grant an exemption (asked once per request,
+// and only when one is written), and nobody may write one through
+// daemonsets/status, where the API server keeps the old spec but stores the
+// new metadata: a later UPDATE would see it unchanged and trust it.
+func TestDaemonSetHandler_ExemptionGrantedByRBAC(t *testing.T) {
+	const (
+		grant = "migrating; expires=2026-12-31"
+		cpt   = "exempt.dsguard.io/control-plane-toleration"
+	)
+	relabel := func(ds *appsv1.DaemonSet) { ds.Annotations = map[string]string{"example.com/owner": "team-a"} }
+	tests := []struct {
+		name     string
+		policy   string
+		status   bool // through daemonsets/status
+		obj, old *appsv1.DaemonSet
+		admin    bool // the requester may grant (RBAC)
+		failing  bool // the authorizer cannot be asked
+		allowed  bool
+		asked    int    // how often the authorizer is asked
+		says     string // in the deny message, or in a warning when admitted
+	}{
+		{name: "a tenant adds an exemption", obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), asked: 1,
+			says: "dsguard refuses the change to annotation " + cpt + ": only cluster admins and whoever RBAC allows to create " +
+				`exemptions.dsguard.io named "monitoring" in namespace dsguard-system (a RoleBinding there to ClusterRole dsguard-exemption-granter) ` +
+				"may add or change exemption and intended-coverage annotations (exemptions.grantedByRBAC), and alice is not one of them.\n" +
+				"  fix: ask one of them to apply it"},
+		{name: "an admin adds it and drops the tolerations at once", admin: true, asked: 1, allowed: true,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), old: compliantDS()},
+		{name: "a tenant leaves an admin's exemption and drops the tolerations", allowed: true,
+			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), old: compliantDS(exempt("control-plane-toleration", grant))},
+		{name: "the authorizer cannot answer: refused, saying so", failing: true, asked: 1,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: "dsguard could not ask the API server: connection refused"},
+		{name: "a tenant in a fail-open namespace: a warning, and the exemption void", asked: 1, allowed: true,
+			obj: compliantDS(inNamespace("kube-system"), noTolerations, exempt("control-plane-toleration", grant)), old: compliantDS(inNamespace("kube-system")),
+			says: "dsguard would refuse the change to annotation " + cpt + ": alice may not grant exemptions here (exemptions.grantedByRBAC); admitted: namespace kube-system fails open"},
+		{name: "through daemonsets/status even an admin is refused", status: true, admin: true,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(),
+			says: "dsguard refuses the change to annotation " + cpt + " through the status subresource: exemption and intended-coverage " +
+				"annotations are written by an update of the DaemonSet itself"},
+		{name: "through daemonsets/status another annotation passes", status: true, obj: compliantDS(relabel), old: compliantDS(), allowed: true},
+		{name: "through daemonsets/status a removal passes", status: true, obj: compliantDS(), old: compliantDS(exempt("control-plane-toleration", grant)), allowed: true},
+		{name: "through daemonsets/status in a fail-open namespace: a warning", status: true, allowed: true,
+			obj: compliantDS(inNamespace("kube-system"), exempt("control-plane-toleration", grant)), old: compliantDS(inNamespace("kube-system")),
+			says: "dsguard would refuse the change to annotation " + cpt + " through the status subresource"},
+		{name: "through daemonsets/status when anyone may grant", policy: "exemptions: {grantedByRBAC: false}\n", status: true, allowed: true,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"+tt.policy)
+			h.FailOpenNamespaces = DefaultFailOpenNamespaces
+			asked := 0
+			h.MayGrant = func(_ context.Context, u authenticationv1.UserInfo, namespace string) (bool, error) {
+				asked++
+				if u.Username != "alice" || namespace != tt.obj.Namespace {
+					t.Errorf("asked whether %s may grant in %s; want alice in %s", u.Username, namespace, tt.obj.Namespace)
+				}
+				if tt.failing {
+					return false, errors.New("connection refused")
+				}
+				return tt.admin, nil
+			}
+			h.Grantors = func(namespace string) string {
+				return policy.GrantorsPhrase(ownNamespace, namespace, "dsguard-exemption-granter")
+			}
+			req := request(t, admissionv1.Update, tt.obj, tt.old)
+			if tt.status {
+				req.SubResource = "status"
+			}
+			resp := h.Handle(t.Context(), req)
+			msg := strings.Join(resp.Warnings, "\n")
+			if !resp.Allowed {
+				msg = resp.Result.Message
+			}
+			if resp.Allowed != tt.allowed {
+				t.Fatalf("allowed = %v, want %v:\n%s", resp.Allowed, tt.allowed, msg)
+			}
+			if !strings.Contains(msg, tt.says) {
+				t.Errorf("want %q in:\n%s", tt.says, msg)
+			}
+			if asked != tt.asked {
+				t.Errorf("the authorizer was asked %d times, want %d", asked, tt.asked)
+			}
+		})
 	}
 }

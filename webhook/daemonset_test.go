@@ -129,7 +129,20 @@ func newTestHandler(t testing.TB, policyYAML string) (*DaemonSetHandler, *cluste
 	scheme, src, m := testServing(t, policyYAML)
 	h := NewDaemonSetHandler(scheme, src, m, ownNamespace, nil)
 	h.Now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
+	h.MayGrant = clusterAdminsMayGrant
 	return h, src, m
+}
+
+// clusterAdminsMayGrant is the tests' authorizer: members of system:masters
+// may grant exemptions, as RBAC lets cluster admins.
+func clusterAdminsMayGrant(_ context.Context, u authenticationv1.UserInfo, _ string) (bool, error) {
+	return slices.Contains(u.Groups, "system:masters"), nil
+}
+
+// asClusterAdmin is r by a cluster admin.
+func asClusterAdmin(r admission.Request) admission.Request {
+	r.UserInfo.Groups = append(r.UserInfo.Groups, "system:masters")
+	return r
 }
 
 const cpDeny = "[control-plane-toleration] spec.template.spec.tolerations: no toleration for " +
@@ -254,7 +267,7 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 		{
 			name: "an exempted finding becomes an audit annotation",
 			req: func(t *testing.T) admission.Request {
-				return request(t, admissionv1.Create, compliantDS(noTolerations, exempt("control-plane-toleration", "control plane runs its own exporter; expires=2026-12-31")), nil)
+				return asClusterAdmin(request(t, admissionv1.Create, compliantDS(noTolerations, exempt("control-plane-toleration", "control plane runs its own exporter; expires=2026-12-31")), nil))
 			},
 			allowed: true, code: http.StatusOK,
 			audit: map[string]string{"control-plane-toleration": "no toleration for node-role.kubernetes.io/control-plane:NoSchedule: " +

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,6 +49,7 @@ import (
 type serveOptions struct {
 	namespace       string
 	policyName      string
+	granterRole     string
 	policyKey       string
 	host            string
 	port            int
@@ -103,6 +105,7 @@ func newServeCommand() *cobra.Command {
 		defaultNS = "dsguard-system"
 	}
 	f.StringVar(&o.namespace, "namespace", defaultNS, "dsguard's own namespace: holds the policy ConfigMap and is never evaluated (default $POD_NAMESPACE)")
+	f.StringVar(&o.granterRole, "exemption-granter-clusterrole", "", "the ClusterRole that lets its subjects grant exemptions (exemptions.grantedByRBAC), named in refusals")
 	f.StringVar(&o.policyName, "policy-configmap", "dsguard-policy", "name of the policy ConfigMap")
 	f.StringVar(&o.policyKey, "policy-key", "policy.yaml", "key of the policy document in the ConfigMap")
 	f.StringVar(&o.host, "host", "", "address the webhook server listens on (empty: all)")
@@ -501,6 +504,12 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 			client.MatchingLabelsSelector{Selector: sel}, client.Limit(readySample))
 		return pods.Items, err
 	}
+	reviews, err := authorizationclient.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	grants := exemptionGrants{reviews: reviews.SubjectAccessReviews(), namespace: o.namespace, clusterRole: o.granterRole}
+	dsHandler.MayGrant, dsHandler.Grantors = grants.mayGrant, grants.grantors
 	srv.Register(dswebhook.DaemonSetPath, dsHandler.HTTPHandler())
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))

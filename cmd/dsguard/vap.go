@@ -22,6 +22,7 @@ type vapOptions struct {
 	excluded      []string
 	failOpen      []string
 	failurePolicy string
+	granterRole   string
 	today         string
 	confine       string
 }
@@ -48,7 +49,7 @@ func newVAPCommand() *cobra.Command {
 				return err
 			}
 			opts := vap.Options{Namespace: o.namespace, ExcludedNamespaces: o.excluded, FailOpenNamespaces: o.failOpen,
-				FailurePolicy: admissionregistrationv1.FailurePolicyType(o.failurePolicy)}
+				GranterRole: o.granterRole, FailurePolicy: admissionregistrationv1.FailurePolicyType(o.failurePolicy)}
 			switch opts.FailurePolicy {
 			case admissionregistrationv1.Fail, admissionregistrationv1.Ignore:
 			default:
@@ -73,6 +74,7 @@ func newVAPCommand() *cobra.Command {
 	f.StringSliceVar(&o.excluded, "exclude-namespace", nil, "namespace whose DaemonSets are never judged (repeatable)")
 	f.StringSliceVar(&o.failOpen, "fail-open-namespaces", policy.InfrastructureNamespaces,
 		"infrastructure namespaces where the exemption gate (exemptions.allowedGroups) only warns, as dsguard serve's --fail-open-namespaces")
+	f.StringVar(&o.granterRole, "exemption-granter-clusterrole", "", "the ClusterRole that lets its subjects grant exemptions (exemptions.grantedByRBAC), named in the gate's refusals")
 	f.StringVar(&o.failurePolicy, "failure-policy", "Fail", "what the API server does when a deny policy's CEL cannot be evaluated: Fail or Ignore")
 	f.StringVar(&o.confine, "static-confinement", "", "instead of rendering, print the static policy that limits what this ServiceAccount user (system:serviceaccount:<namespace>:<name>) may create among ValidatingAdmissionPolicies, for the API server's static manifests directory (docs/security.md)")
 	f.StringVar(&o.today, "today", "", "day exemption expiries are judged against, YYYY-MM-DD (default: today, UTC)")

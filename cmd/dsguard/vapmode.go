@@ -70,7 +70,8 @@ func (m *modeOptions) setUp(o *serveOptions, mgr ctrl.Manager, source *clustervi
 		Namespace: o.namespace, Name: o.policyName, Key: o.policyKey,
 		// The exemption gate warns where the webhook's would (the
 		// fail-open namespaces) and refuses everywhere else.
-		Options: vap.Options{Namespace: o.namespace, ExcludedNamespaces: m.excludedNamespaces, FailOpenNamespaces: o.failOpen},
+		Options: vap.Options{Namespace: o.namespace, ExcludedNamespaces: m.excludedNamespaces, FailOpenNamespaces: o.failOpen,
+			GranterRole: o.granterRole},
 		LastGood: func(ctx context.Context) ([]byte, error) {
 			doc, _, err := lastGood.Load(ctx)
 			return doc, err

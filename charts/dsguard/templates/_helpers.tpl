@@ -175,3 +175,23 @@ in step), one per line: per rule and action, then the exemption gate's.
 - dsguard-exemption-gate-{{ $g }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The DaemonSet entries' matchCondition: every write of the main resource, and
+of daemonsets/status only one that adds or changes an exemption or
+intended-coverage annotation (policy.WrittenGatedAnnotations).
+*/}}
+{{- define "dsguard.statusWritesGatedAnnotations" -}}
+- name: main-resource-or-gated-annotation-written
+  expression: >-
+    !has(request.subResource) || request.subResource != 'status' ||
+    (has(object.metadata.annotations) && object.metadata.annotations.exists(k,
+    (k == 'coverage.dsguard.io/intended' || k.startsWith('exempt.dsguard.io/')) &&
+    (!has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) ||
+    oldObject.metadata.annotations[k] != object.metadata.annotations[k])))
+{{- end }}
+
+{{/* The ClusterRole that lets its subjects grant exemptions. */}}
+{{- define "dsguard.exemptionGranterRole" -}}
+{{ include "dsguard.fullname" . }}-exemption-granter
+{{- end }}

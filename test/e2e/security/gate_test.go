@@ -10,9 +10,9 @@ import (
 )
 
 // gatedPolicy lets only platform-team write exemptions and intended
-// coverage, and lets them take effect only in team-b; team-a only warns, so
-// that a DaemonSet skipping the control plane can be stored there for the
-// audit.
+// coverage (not RBAC: TestExemptionGate_GrantedByRBAC covers the default),
+// and lets them take effect only in team-b; team-a only warns, so that a
+// DaemonSet skipping the control plane can be stored there for the audit.
 const gatedPolicy = `apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -25,6 +25,7 @@ data:
     apiVersion: dsguard.io/v1alpha1
     kind: PolicyConfig
     exemptions:
+      grantedByRBAC: false
       allowedGroups: [platform-team]
       allowedNamespaces: [team-b]
     namespaceEnforcement:

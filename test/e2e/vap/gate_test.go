@@ -14,10 +14,12 @@ import (
 // is its fail-open namespace.
 const gateNamespace = "vap-gate"
 
-// gateDoc lets only platform-team write exemptions and intended coverage.
+// gateDoc lets only platform-team write exemptions and intended coverage
+// (not RBAC: the test's last step covers the default, RBAC).
 const gateDoc = `apiVersion: dsguard.io/v1alpha1
 kind: PolicyConfig
 exemptions:
+  grantedByRBAC: false
   allowedGroups: [platform-team]
 `
 
@@ -29,8 +31,26 @@ metadata:
   name: vap-gate-daemonset-author
 rules:
   - apiGroups: [apps]
-    resources: [daemonsets]
+    resources: [daemonsets, daemonsets/status]
     verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: vap-gate-exemption-granter
+rules:
+  - apiGroups: [dsguard.io]
+    resources: [exemptions]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: vap-gate-exemption-granters
+  namespace: ` + framework.Namespace + `
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: vap-gate-exemption-granter}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: gina}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -53,10 +73,12 @@ subjects:
   - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: platform-team}
 `
 
-// Who acts: mallory is a tenant, pat is in platform-team.
+// Who acts: mallory is a tenant, pat is in platform-team, gina a tenant
+// whom RBAC lets grant exemptions.
 var (
-	gateTenant = []string{"--as=mallory", "--as-group=tenants", "--as-group=system:authenticated"}
-	gateMember = []string{"--as=pat", "--as-group=platform-team", "--as-group=system:authenticated"}
+	gateTenant  = []string{"--as=mallory", "--as-group=tenants", "--as-group=system:authenticated"}
+	gateMember  = []string{"--as=pat", "--as-group=platform-team", "--as-group=system:authenticated"}
+	gateGranter = []string{"--as=gina", "--as-group=tenants", "--as-group=system:authenticated"}
 )
 
 // TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption runs dsguard in
@@ -234,5 +256,37 @@ func TestVAPMode_ExemptionGateRefusesTheTwoStepSelfExemption(t *testing.T) {
 		})
 		framework.ExpectAdmission(t, "mallory adds the exemption",
 			as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "staged", grant), false, refusedFor(cpt)...)
+	})
+
+	// The default policy: the API server's own authorizer decides who may
+	// grant (CEL's authorizer), and nobody writes one through
+	// daemonsets/status.
+	t.Run("the default: RBAC decides, and never through daemonsets/status", func(t *testing.T) {
+		setWebhookPolicy(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n")
+		create(t, "rbac-granted", gateNamespace, nil)
+		var r framework.Result
+		framework.Eventually(t, 30*time.Second, 250*time.Millisecond, func() bool {
+			r = cluster.Kubectl(ctx, "", append(gateTenant, "annotate", "daemonset", "-n", gateNamespace, "rbac-granted", grant, "--dry-run=server")...)
+			return r.ExitCode != 0 && strings.Contains(r.Stderr, "exemptions.grantedByRBAC")
+		}, func() string { return "the gate does not judge by RBAC: " + r.Stderr + "\ndsguard log:\n" + p.Log() })
+		framework.ExpectAdmission(t, "mallory adds the exemption", as(t, gateTenant, "", "annotate", "daemonset", "-n", gateNamespace, "rbac-granted", grant),
+			false, "ValidatingAdmissionPolicy 'dsguard-exemption-gate-deny'", "dsguard refuses the change to annotation "+cpt,
+			`only cluster admins and whoever RBAC allows to create exemptions.dsguard.io named "`+gateNamespace+`" in namespace `+framework.Namespace,
+			"and mallory is not one of them", "fix: ask one of them to apply it")
+		framework.ExpectAdmission(t, "pat, in platform-team, adds it: groups are no longer named",
+			as(t, gateMember, "", "annotate", "daemonset", "-n", gateNamespace, "rbac-granted", grant), false, "dsguard-exemption-gate-deny")
+		framework.ExpectAdmission(t, "gina, whom RBAC lets grant, adds it",
+			as(t, gateGranter, "", "annotate", "daemonset", "-n", gateNamespace, "rbac-granted", grant), true)
+		framework.ExpectAdmission(t, "mallory drops the tolerations, leaving it",
+			as(t, gateTenant, "", append(dropTolerations, "-n", gateNamespace, "rbac-granted")...), true)
+		create(t, "rbac-status", gateNamespace, nil)
+		key, value, _ := strings.Cut(grant, "=")
+		framework.ExpectAdmission(t, "gina writes it through daemonsets/status",
+			as(t, gateGranter, "", "patch", "daemonset", "-n", gateNamespace, "rbac-status", "--subresource=status", "--type=merge",
+				"-p", `{"metadata":{"annotations":{"`+key+`":"`+value+`"}}}`), false,
+			"dsguard-exemption-gate-deny", "dsguard refuses the change to annotation "+cpt+" through the status subresource")
+		framework.ExpectAdmission(t, "mallory writes another annotation through daemonsets/status",
+			as(t, gateTenant, "", "patch", "daemonset", "-n", gateNamespace, "rbac-status", "--subresource=status", "--type=merge",
+				"-p", `{"metadata":{"annotations":{"example.com/owner":"team"}}}`), true)
 	})
 }
