@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dsguard/dsguard/coverage"
@@ -196,8 +197,8 @@ func applyTaint(node *corev1.Node, spec string, overwrite bool) error {
 		return fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", spec, effect)
 	}
 	key, value, _ := strings.Cut(kv, "=")
-	if key == "" {
-		return fmt.Errorf("taint %q: empty key", spec)
+	if err := validKeyValue(key, value); err != nil {
+		return fmt.Errorf("taint %q: %w", spec, err)
 	}
 	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
 	if !overwrite && slices.ContainsFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
@@ -205,6 +206,19 @@ func applyTaint(node *corev1.Node, spec string, overwrite bool) error {
 	}
 	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) })
 	node.Spec.Taints = append(node.Spec.Taints, t)
+	return nil
+}
+
+// validKeyValue checks a taint's or label's key and value as the API server
+// and kubectl do (a qualified name; a label value), so that a bad one is
+// refused here with the reason, before any DaemonSet is judged against it.
+func validKeyValue(key, value string) error {
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return fmt.Errorf("key %q: %s", key, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return fmt.Errorf("value %q: %s", value, strings.Join(errs, "; "))
+	}
 	return nil
 }
 
@@ -222,6 +236,9 @@ func applyLabel(node *corev1.Node, spec string, overwrite bool) error {
 	key, value, ok := strings.Cut(spec, "=")
 	if !ok || key == "" {
 		return fmt.Errorf("label %q: want KEY=VALUE or KEY-", spec)
+	}
+	if err := validKeyValue(key, value); err != nil {
+		return fmt.Errorf("label %q: %w", spec, err)
 	}
 	if current, has := node.Labels[key]; has && current != value && !overwrite {
 		return fmt.Errorf("label %q already has a value (%s) on node %s, and --overwrite is false", key, current, node.Name)

@@ -49,6 +49,13 @@ func TestApplyTaintAndLabel(t *testing.T) {
 		{applyLabel, "pool-", false, "", ""},
 		{applyLabel, "zone-", false, "", `label "zone" not found`},
 		{applyLabel, "pool", false, "", "want KEY=VALUE or KEY-"},
+		// Keys and values the API server would refuse, refused with why.
+		{applyTaint, "bad key!=x:NoSchedule", false, "", `key "bad key!": name part must consist of alphanumeric characters`},
+		{applyTaint, "=x:NoSchedule", false, "", `key "": name part must be non-empty`},
+		{applyTaint, "gpu=two words:NoSchedule", false, "", `value "two words": a valid label must be`},
+		{applyLabel, "example.com/=x", false, "", `key "example.com/": name part must be non-empty`},
+		{applyLabel, "pool=" + strings.Repeat("v", 64), false, "", "must be no more than 63 bytes"},
+		{applyLabel, "example.com/pool=", false, "infra", ""}, // an empty value is valid; pool untouched
 	} {
 		t.Run(fmt.Sprintf("%s overwrite=%v", tc.spec, tc.overwrite), func(t *testing.T) {
 			n := base()
@@ -121,4 +128,59 @@ func TestJudgeNodeChange(t *testing.T) {
 	if !strings.Contains(out.String(), "DaemonSets losing infra-4: 2, gaining it: 0, unaffected: 1") {
 		t.Errorf("output:\n%s", out.String())
 	}
+}
+
+// FuzzApplyTaintAndLabel feeds kubectl taint and label arguments to the
+// parsers behind dsguard taint and label: never a panic; what they accept
+// leaves the node as the API server would store it (keys and values valid,
+// no two taints of one key and effect) and does what the argument says.
+func FuzzApplyTaintAndLabel(f *testing.F) {
+	for _, seed := range []string{"dedicated=infra:NoSchedule", "dedicated:NoSchedule-", "dedicated=old:NoExecute-", "gpu-",
+		"pool=gpu", "pool-", "example.com/x=y:PreferNoSchedule", "=:", "-", "a=b=c:NoSchedule", "a:b:NoSchedule"} {
+		f.Add(seed, false, true)
+		f.Add(seed, true, false)
+	}
+	f.Fuzz(func(t *testing.T, spec string, overwrite, taint bool) {
+		n := testobj.Node("infra-4", testobj.NodeLabels("pool", "infra"),
+			testobj.NodeTaints(corev1.Taint{Key: "dedicated", Value: "old", Effect: corev1.TaintEffectNoSchedule}))
+		apply := applyLabel
+		if taint {
+			apply = applyTaint
+		}
+		if err := apply(n, spec, overwrite); err != nil {
+			if err.Error() == "" {
+				t.Fatal("an error without a message")
+			}
+			return
+		}
+		seen := map[string]bool{}
+		for _, tt := range n.Spec.Taints {
+			if err := validKeyValue(tt.Key, tt.Value); err != nil && tt.Key != "dedicated" {
+				t.Fatalf("%q stored an invalid taint %s: %v", spec, tt.ToString(), err)
+			}
+			id := tt.Key + ":" + string(tt.Effect)
+			if seen[id] {
+				t.Fatalf("%q left two taints %s: %v", spec, id, n.Spec.Taints)
+			}
+			seen[id] = true
+		}
+		for k, v := range n.Labels {
+			if err := validKeyValue(k, v); err != nil {
+				t.Fatalf("%q stored an invalid label %s=%s: %v", spec, k, v, err)
+			}
+		}
+		if key, ok := strings.CutSuffix(spec, "-"); ok && (taint || !strings.Contains(key, "=")) {
+			key, _, _ = strings.Cut(strings.SplitN(key, ":", 2)[0], "=")
+			if _, has := n.Labels[key]; !taint && has {
+				t.Fatalf("%q left label %s", spec, key)
+			}
+			return
+		}
+		if !taint {
+			key, value, _ := strings.Cut(spec, "=")
+			if n.Labels[key] != value {
+				t.Fatalf("%q: label %s is %q", spec, key, n.Labels[key])
+			}
+		}
+	})
 }

@@ -121,7 +121,7 @@ func TestTemplate_Defaults(t *testing.T) {
 	// Hooks: the pre-delete Job and the helm test Pod, each with its own
 	// ServiceAccount and RBAC.
 	for kind, n := range map[string]int{
-		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 3, "ClusterRole": 3,
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceAccount": 3, "ClusterRole": 4,
 		"ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2, "ConfigMap": 2, "ValidatingWebhookConfiguration": 1,
 		"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1, "Job": 1, "Pod": 1,
 		"ServiceMonitor": 0, "PrometheusRule": 0, "NetworkPolicy": 1,
@@ -322,8 +322,8 @@ func TestTemplate_OptionalObjects(t *testing.T) {
 			t.Errorf("single-replica: %d %s rendered, want none", n, kind)
 		}
 	}
-	if n := len(find(single, "ClusterRole")); n != 1 {
-		t.Errorf("single-replica: %d ClusterRoles, want 1 (no metrics reader without metrics)", n)
+	if n := len(find(single, "ClusterRole")); n != 2 {
+		t.Errorf("single-replica: %d ClusterRoles, want 2, dsguard's and the exemption granter's (no metrics reader without metrics)", n)
 	}
 	for _, b := range append(find(single, "RoleBinding"), find(single, "ClusterRoleBinding")...) {
 		if get(b, "subjects", 0, "name") != "platform-dsguard" {

@@ -10,9 +10,9 @@ import (
 
 // grantRBAC: tenants may write DaemonSets in team-a and team-b and, as a
 // wildcard tenant Role gives it, patch their status; gina may grant
-// exemptions everywhere and nina in team-a only, by RoleBindings in
-// dsguard's namespace to the permission the chart's exemption-granter
-// ClusterRole holds.
+// exemptions everywhere, by a RoleBinding in dsguard's namespace to the
+// chart's exemption-granter ClusterRole, and nina in team-a only, by a Role
+// there that names it.
 const grantRBAC = `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -35,18 +35,9 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: grant-da
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: tenants}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: grant-exemption-granter
-rules:
-  - apiGroups: [dsguard.io]
-    resources: [exemptions]
-    verbs: [create]
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: grant-exemption-granters, namespace: ` + framework.Namespace + `}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: grant-exemption-granter}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: dsguard-exemption-granter}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gina}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -81,10 +72,11 @@ var (
 // with status rights (a wildcard Role) could self-exempt there and the next
 // ordinary update trusted the exemption as unchanged.
 func TestExemptionGate_GrantedByRBAC(t *testing.T) {
-	if r := kubectl(t, grantRBAC, "apply", "-f", "-"); r.ExitCode != 0 {
+	rbac := chartGranterRole(t) + "---\n" + grantRBAC
+	if r := kubectl(t, rbac, "apply", "-f", "-"); r.ExitCode != 0 {
 		t.Fatal(r.Error())
 	}
-	defer kubectl(t, grantRBAC, "delete", "--ignore-not-found", "-f", "-")
+	defer kubectl(t, rbac, "delete", "--ignore-not-found", "-f", "-")
 	for _, ns := range []string{"team-a", "team-b"} {
 		defer kubectl(t, "", "delete", "daemonset", "-n", ns, "-l", "grant-test=true", "--ignore-not-found")
 	}
@@ -164,4 +156,21 @@ func TestExemptionGate_GrantedByRBAC(t *testing.T) {
 			kubectl(t, "", "patch", "daemonset", "-n", "team-b", "grant-status", "--subresource=status", "--type=merge",
 				"-p", `{"status":{"desiredNumberScheduled":3}}`), true)
 	})
+}
+
+// chartGranterRole is the chart's exemption-granter ClusterRole, rendered.
+func chartGranterRole(t *testing.T) string {
+	t.Helper()
+	r := cluster.Helm(t.Context(), "template", "dsguard", "charts/dsguard", "--namespace", framework.Namespace,
+		"--show-only", "templates/clusterrole.yaml")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	for _, doc := range strings.Split(r.Stdout, "\n---\n") {
+		if strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "name: dsguard-exemption-granter\n") {
+			return doc + "\n"
+		}
+	}
+	t.Fatalf("the chart renders no ClusterRole dsguard-exemption-granter:\n%s", r.Stdout)
+	return ""
 }
