@@ -364,7 +364,7 @@ func measure(t testing.TB, c *compiled, r request, attrs *admission.VersionedAtt
 	for _, s := range c.single {
 		ctx := newCostContext(c, cache)
 		inner := s.evaluator.(*plugincel.CompositedConditionEvaluator).ConditionEvaluator
-		results, left, err := inner.ForInput(ctx, attrs, req, plugincel.OptionalVariableBindings{}, ns, celconfig.RuntimeCELCostBudget)
+		results, left, err := inner.ForInput(ctx, attrs, req, plugincel.OptionalVariableBindings{Authorizer: testAuthorizer{own: testOwnNamespace}}, ns, celconfig.RuntimeCELCostBudget)
 		failed(s.field, err)
 		group := "validations"
 		switch {
