@@ -111,7 +111,7 @@ func HasGatedAnnotation(ds *appsv1.DaemonSet) bool {
 	return false
 }
 
-// GrantedByRBAC reports whether the cluster's authorizer decides who may
+// grantedByRBAC reports whether the cluster's authorizer decides who may
 // grant exemptions (exemptions.grantedByRBAC, the default).
 func (c *ExemptionsConfig) grantedByRBAC() bool { return c.GrantedByRBAC == nil || *c.GrantedByRBAC }
 

@@ -98,7 +98,15 @@ type DaemonSetHandler struct {
 // they may grant exemptions asked at most once.
 func (h *DaemonSetHandler) requester(ctx context.Context, req admission.Request) policy.Requester {
 	r := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups, Grantors: h.Grantors}
-	if h.MayGrant != nil {
+	switch {
+	case h.MayGrant != nil && h.ClientAuth && !Authenticated(ctx):
+		// Only the API server authenticates, and it alone is answered
+		// truly: a forged review must not make dsguard ask the API
+		// server on its behalf.
+		r.MayGrant = func(string) (bool, error) {
+			return false, errors.New("the review does not come from an authenticated API server")
+		}
+	case h.MayGrant != nil:
 		type answer struct {
 			ok  bool
 			err error
@@ -155,9 +163,12 @@ func (h *DaemonSetHandler) Handle(ctx context.Context, req admission.Request) ad
 // since a later UPDATE would see it unchanged and trust it. The webhook
 // entry's matchConditions send only such writes.
 func (h *DaemonSetHandler) statusWrite(p *policy.Policy, ds *appsv1.DaemonSet, previous map[string]string, namespace string) admission.Response {
+	if !p.GroupGated() {
+		return admission.Allowed("the policy lets anyone grant exemptions")
+	}
 	keys := policy.WrittenGatedAnnotations(ds.Annotations, previous)
-	if len(keys) == 0 || !p.GroupGated() {
-		return admission.Allowed("a status update that writes no exemption or intended-coverage annotation anyone may not")
+	if len(keys) == 0 {
+		return admission.Allowed("a status update that writes no exemption or intended-coverage annotation")
 	}
 	what := policy.AnnotationsPhrase(keys)
 	if h.failsOpen(namespace) {

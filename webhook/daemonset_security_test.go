@@ -350,6 +350,7 @@ func TestDaemonSetHandler_ExemptionGrantedByRBAC(t *testing.T) {
 		obj, old *appsv1.DaemonSet
 		admin    bool // the requester may grant (RBAC)
 		failing  bool // the authorizer cannot be asked
+		forged   bool // client authentication is on and the caller has none
 		allowed  bool
 		asked    int    // how often the authorizer is asked
 		says     string // in the deny message, or in a warning when admitted
@@ -365,6 +366,8 @@ func TestDaemonSetHandler_ExemptionGrantedByRBAC(t *testing.T) {
 			obj: compliantDS(noTolerations, exempt("control-plane-toleration", grant)), old: compliantDS(exempt("control-plane-toleration", grant))},
 		{name: "the authorizer cannot answer: refused, saying so", failing: true, asked: 1,
 			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: "dsguard could not ask the API server: connection refused"},
+		{name: "an unauthenticated caller where the API server authenticates: refused, nobody asked", forged: true, admin: true,
+			obj: compliantDS(exempt("control-plane-toleration", grant)), old: compliantDS(), says: "the review does not come from an authenticated API server"},
 		{name: "a tenant in a fail-open namespace: a warning, and the exemption void", asked: 1, allowed: true,
 			obj: compliantDS(inNamespace("kube-system"), noTolerations, exempt("control-plane-toleration", grant)), old: compliantDS(inNamespace("kube-system")),
 			says: "dsguard would refuse the change to annotation " + cpt + ": alice may not grant exemptions here (exemptions.grantedByRBAC); admitted: namespace kube-system fails open"},
@@ -384,6 +387,7 @@ func TestDaemonSetHandler_ExemptionGrantedByRBAC(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _, _ := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"+tt.policy)
 			h.FailOpenNamespaces = DefaultFailOpenNamespaces
+			h.ClientAuth = tt.forged
 			asked := 0
 			h.MayGrant = func(_ context.Context, u authenticationv1.UserInfo, namespace string) (bool, error) {
 				asked++
