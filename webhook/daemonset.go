@@ -107,18 +107,16 @@ func (h *DaemonSetHandler) requester(ctx context.Context, req admission.Request)
 			return false, errors.New("the review does not come from an authenticated API server")
 		}
 	case h.MayGrant != nil:
-		type answer struct {
-			ok  bool
-			err error
-		}
-		asked := map[string]answer{}
+		// One request judges one namespace: the answer is asked once.
+		var asked bool
+		var ok bool
+		var err error
 		r.MayGrant = func(namespace string) (bool, error) {
-			a, ok := asked[namespace]
-			if !ok {
-				a.ok, a.err = h.MayGrant(ctx, req.UserInfo, namespace)
-				asked[namespace] = a
+			if !asked {
+				asked = true
+				ok, err = h.MayGrant(ctx, req.UserInfo, namespace)
 			}
-			return a.ok, a.err
+			return ok, err
 		}
 	}
 	return r

@@ -291,16 +291,7 @@ func TestDaemonSetHandler_ExemptionGate(t *testing.T) {
 				req.UserInfo.Groups = append(req.UserInfo.Groups, "platform-team")
 			}
 			resp := h.Handle(t.Context(), req)
-			msg := strings.Join(resp.Warnings, "\n")
-			if !resp.Allowed {
-				msg = resp.Result.Message
-			}
-			if resp.Allowed != tt.allowed {
-				t.Fatalf("allowed = %v, want %v:\n%s", resp.Allowed, tt.allowed, msg)
-			}
-			if !strings.Contains(msg, tt.says) {
-				t.Errorf("want %q in:\n%s", tt.says, msg)
-			}
+			expectVerdict(t, resp, tt.allowed, tt.says)
 			if got := resp.AuditAnnotations["control-plane-toleration"] != ""; got != tt.recorded {
 				t.Errorf("exemption recorded = %v, want %v (%v)", got, tt.recorded, resp.AuditAnnotations)
 			}
@@ -406,20 +397,26 @@ func TestDaemonSetHandler_ExemptionGrantedByRBAC(t *testing.T) {
 			if tt.status {
 				req.SubResource = "status"
 			}
-			resp := h.Handle(t.Context(), req)
-			msg := strings.Join(resp.Warnings, "\n")
-			if !resp.Allowed {
-				msg = resp.Result.Message
-			}
-			if resp.Allowed != tt.allowed {
-				t.Fatalf("allowed = %v, want %v:\n%s", resp.Allowed, tt.allowed, msg)
-			}
-			if !strings.Contains(msg, tt.says) {
-				t.Errorf("want %q in:\n%s", tt.says, msg)
-			}
+			expectVerdict(t, h.Handle(t.Context(), req), tt.allowed, tt.says)
 			if asked != tt.asked {
 				t.Errorf("the authorizer was asked %d times, want %d", asked, tt.asked)
 			}
 		})
+	}
+}
+
+// expectVerdict fails unless resp admits as allowed says, with says in its
+// deny message or, when admitted, in its warnings.
+func expectVerdict(t *testing.T, resp admission.Response, allowed bool, says string) {
+	t.Helper()
+	msg := strings.Join(resp.Warnings, "\n")
+	if !resp.Allowed {
+		msg = resp.Result.Message
+	}
+	if resp.Allowed != allowed {
+		t.Fatalf("allowed = %v, want %v:\n%s", resp.Allowed, allowed, msg)
+	}
+	if !strings.Contains(msg, says) {
+		t.Errorf("want %q in:\n%s", says, msg)
 	}
 }

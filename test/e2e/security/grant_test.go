@@ -13,7 +13,7 @@ import (
 // exemptions everywhere, by a RoleBinding in dsguard's namespace to the
 // chart's exemption-granter ClusterRole, and nina in team-a only, by a Role
 // there that names it.
-const grantRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+var grantRBAC = `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
   name: grant-daemonset-author
@@ -21,19 +21,7 @@ rules:
   - apiGroups: [apps]
     resources: [daemonsets, daemonsets/status]
     verbs: [get, list, watch, create, update, patch, delete]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: grant-daemonset-authors, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: grant-daemonset-author}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: tenants}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: grant-daemonset-authors, namespace: team-b}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: grant-daemonset-author}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: tenants}]
----
+` + tenantAuthors("team-a") + tenantAuthors("team-b") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: grant-exemption-granters, namespace: ` + framework.Namespace + `}
@@ -173,4 +161,12 @@ func chartGranterRole(t *testing.T) string {
 	}
 	t.Fatalf("the chart renders no ClusterRole dsguard-exemption-granter:\n%s", r.Stdout)
 	return ""
+}
+
+// tenantAuthors binds the tenants group to grant-daemonset-author in ns.
+func tenantAuthors(ns string) string {
+	return "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n" +
+		"metadata: {name: grant-daemonset-authors, namespace: " + ns + "}\n" +
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: grant-daemonset-author}\n" +
+		"subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: tenants}]\n"
 }
