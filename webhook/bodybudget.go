@@ -19,8 +19,9 @@ const (
 // bodyBudget bounds the bytes of bodies over LargeReviewBytes held in memory
 // at once. Bytes are reserved as they arrive, not by the announced size: a
 // client that announces a large body and sends nothing holds nothing. When
-// client authentication is on, the API server has three quarters of the
-// budget to itself and the other callers share the rest; each source other
+// the API server can be told apart (client authentication, or without it
+// its source addresses), it has three quarters of the budget to itself and
+// the other callers share the rest; each source other
 // than the API server may hold at most half of what its kind may hold, so
 // that no one source takes all of it.
 type bodyBudget struct {
@@ -31,9 +32,9 @@ type bodyBudget struct {
 	peers                 map[string]int64
 }
 
-func newBodyBudget(total int64, clientAuth bool) *bodyBudget {
+func newBodyBudget(total int64, reserve bool) *bodyBudget {
 	b := &bodyBudget{othersCap: total, peers: map[string]int64{}}
-	if clientAuth {
+	if reserve {
 		b.trustedCap = total * 3 / 4
 		b.othersCap = total - b.trustedCap
 	}

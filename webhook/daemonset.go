@@ -189,7 +189,14 @@ type decoded struct {
 }
 
 func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, objs decoded) (resp admission.Response) {
-	counted := !h.ClientAuth || Authenticated(ctx)
+	uncounted := ""
+	switch {
+	case h.ClientAuth && !Authenticated(ctx):
+		uncounted = "unauthenticated"
+	case Unverified(ctx):
+		uncounted = "unverified"
+	}
+	counted := uncounted == ""
 	var refused bool
 	defer func() {
 		if r := recover(); r != nil {
@@ -197,7 +204,7 @@ func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, obj
 			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in dsguard: %v", r))
 		}
 		resp = h.failOpen(req, resp)
-		h.countDecision(resp, decisionOf(counted, refused, ctx.Err() != nil))
+		h.countDecision(resp, decisionOf(uncounted, refused, ctx.Err() != nil))
 	}()
 	return h.handle(ctx, req, objs, counted, &refused)
 }
@@ -207,10 +214,10 @@ func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, obj
 // away before the answer (nobody reads it: a forged review sent and dropped
 // must not count as dsguard's error), refused when dsguard refused it as
 // busy; "" to count it by its answer.
-func decisionOf(counted, refused, abandoned bool) string {
+func decisionOf(uncounted string, refused, abandoned bool) string {
 	switch {
-	case !counted:
-		return "unauthenticated"
+	case uncounted != "":
+		return uncounted
 	case abandoned:
 		return "abandoned"
 	case refused:

@@ -40,7 +40,10 @@ var (
 // every place from the others.
 type peer struct {
 	key     string // the source address; "" when unknown
-	trusted bool   // the API server, authenticated
+	trusted bool   // the API server: authenticated, or by its address (byAddress)
+	// byAddress: trusted for its source address, without client
+	// authentication (ServerOptions.APIServerAddresses).
+	byAddress bool
 }
 
 // heavyLane bounds how many large evaluations run at once. A worst-case

@@ -67,6 +67,10 @@ var nodeKind = corev1.SchemeGroupVersion.WithKind("Node")
 // Handle implements admission.Handler.
 func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	result := "allowed"
+	// Not from the API server's addresses: judged all the same (an address
+	// is no identity, and this entry must not let a change through
+	// unjudged), but counted apart from the API server's answers.
+	unverified := Unverified(ctx)
 	defer func() {
 		if r := recover(); r != nil {
 			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "panic while judging a node change", "stack", string(debug.Stack()))
@@ -75,24 +79,35 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 		switch {
 		case !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusForbidden:
 			result = "denied"
+		case !resp.Allowed && resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code < 500:
+			// A review no API server sends (another kind, an object
+			// that does not decode): the caller's mistake or a forgery,
+			// not dsguard failing, which is what "error" alerts on.
+			result = "invalid"
 		case !resp.Allowed:
 			result = "error"
 		case len(resp.Warnings) > 0:
 			result = "warned"
+		}
+		if unverified {
+			result = "unverified"
 		}
 		if h.metrics != nil {
 			h.metrics.NodeChangeDecisions.WithLabelValues(result).Inc()
 		}
 	}()
 	switch {
+	case h.ClientAuth && !Authenticated(ctx):
+		// First: whatever a caller that did not authenticate sends, it
+		// learns nothing and moves no series but its own.
+		result = "unauthenticated"
+		return admission.Allowed("not judged: the caller did not authenticate")
+
 	case req.Kind.Group != nodeKind.Group || req.Kind.Version != nodeKind.Version || req.Kind.Kind != nodeKind.Kind:
 		return admission.Errored(http.StatusBadRequest,
 			fmt.Errorf("dsguard's Node entry judges v1 Nodes, not %s; check the webhook configuration's rules", req.Kind))
 	case req.Operation != admissionv1.Update:
 		return admission.Allowed("dsguard only judges Node updates")
-	case h.ClientAuth && !Authenticated(ctx):
-		result = "unauthenticated"
-		return admission.Allowed("not judged: the caller did not authenticate")
 	}
 	active := h.source.Current()
 	if active == nil {
@@ -136,7 +151,7 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("judging the node change: %w", ctx.Err()))
 		}
 		for _, f := range fs {
-			if h.metrics != nil {
+			if h.metrics != nil && !unverified {
 				h.metrics.Findings.WithLabelValues(f.RuleID, string(f.Action)).Inc()
 			}
 			judged = append(judged, judgedDaemonSet{name: ds.Namespace + "/" + ds.Name, finding: f})

@@ -222,7 +222,16 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 		req: func(t *testing.T) admission.Request {
 			return request(t, admissionv1.Update, compliantDS(), compliantDS())
 		},
-		code: http.StatusBadRequest, result: "error",
+		code: http.StatusBadRequest, result: "invalid",
+	}, {
+		name: "an unauthenticated caller's review of another kind counts as its own, not as dsguard's error",
+		req: func(t *testing.T) admission.Request {
+			return request(t, admissionv1.Update, compliantDS(), compliantDS())
+		},
+		tweak: func(h *NodeChangeHandler) {
+			h.ClientAuth = true
+		},
+		allowed: true, result: "unauthenticated",
 	}, {
 		name: "DaemonSets cannot be listed: the entry fails open",
 		req:  func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Update, workerNode(), taint) },
@@ -237,7 +246,7 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 			r.Object.Raw = []byte(`{"spec":{"taints":"nope"}}`)
 			return r
 		},
-		code: http.StatusBadRequest, result: "error",
+		code: http.StatusBadRequest, result: "invalid",
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

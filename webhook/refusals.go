@@ -36,6 +36,9 @@ const (
 const (
 	// CallerAPIServer: a verified client certificate with an expected identity.
 	CallerAPIServer = "api-server"
+	// CallerAPIServerAddress: client authentication is off and the
+	// caller's source is one of the API server's addresses.
+	CallerAPIServerAddress = "api-server-address"
 	// CallerUnauthenticated: client authentication is on and the caller
 	// did not pass it: not the API server.
 	CallerUnauthenticated = "unauthenticated"
@@ -66,6 +69,8 @@ func newRefusals(metric *prometheus.CounterVec, log logr.Logger, clientAuth bool
 // caller names p for the caller label.
 func (r *refusals) caller(p peer) string {
 	switch {
+	case p.trusted && p.byAddress:
+		return CallerAPIServerAddress
 	case p.trusted:
 		return CallerAPIServer
 	case r.clientAuth:

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,6 +74,17 @@ type ServerOptions struct {
 	// Refusals, when not nil, counts refused requests and connections by
 	// reason and caller (see the Refused* and Caller* constants).
 	Refusals *prometheus.CounterVec
+	// APIServerAddresses, used only without client authentication, are
+	// the source addresses the API server's calls are expected from (the
+	// addresses it advertises, or its control plane's subnet). A request
+	// from one of them gets the API server's reserved shares of the body
+	// budget and the heavy lane, and its connection is evicted after
+	// everyone else's. An address is not an identity: it only decides who
+	// waits, never a verdict. Once a review has arrived from one of them,
+	// reviews from other sources are answered but no longer counted in the
+	// decision series the alerts read (see Unverified): where the API
+	// server calls from elsewhere (a konnectivity agent), nothing changes.
+	APIServerAddresses []netip.Prefix
 }
 
 // Defaults of ServerOptions: the API server sends a review whole, at once,
@@ -209,7 +221,10 @@ func (s *Server) Start(ctx context.Context) error {
 	// (less when the API server's own timeout is shorter, see laneWaitFor).
 	guard.laneWait = s.opts.ReadTimeout / 2
 	guard.readTimeout, guard.bodyGrace, guard.minBodyRate = s.opts.ReadTimeout, s.opts.BodyGrace, s.opts.MinBodyRate
-	guard.bodies = newBodyBudget(max(s.opts.LargeBodyBudget, maxReviewBytes+1), auth != nil)
+	if auth == nil {
+		guard.apiServer = s.opts.APIServerAddresses
+	}
+	guard.bodies = newBodyBudget(max(s.opts.LargeBodyBudget, maxReviewBytes+1), auth != nil || len(guard.apiServer) > 0)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
@@ -296,6 +311,39 @@ func (s *Server) StartedChecker() healthz.Checker {
 
 type authenticatedKey struct{}
 
+type unverifiedKey struct{}
+
+// Unverified reports whether the request in ctx came, without client
+// authentication, from a source outside the API server's addresses after
+// the API server was seen calling from them: most likely not the API
+// server, so it is answered but not counted where alerts read.
+func Unverified(ctx context.Context) bool {
+	v, _ := ctx.Value(unverifiedKey{}).(bool)
+	return v
+}
+
+// peerOf is who sent r: the API server by its client certificate, or,
+// without client authentication, by its address.
+func (g *connGuard) peerOf(r *http.Request) peer {
+	p := peer{key: sourceOf(r.RemoteAddr)}
+	switch {
+	case g.auth != nil:
+		p.trusted = r.TLS != nil && g.auth.identified(*r.TLS)
+	case len(g.apiServer) > 0:
+		if addr, err := netip.ParseAddr(p.key); err == nil {
+			addr = addr.Unmap()
+			for _, pre := range g.apiServer {
+				if pre.Contains(addr) {
+					p.trusted, p.byAddress = true, true
+					g.apiServerSeen.Store(true)
+					break
+				}
+			}
+		}
+	}
+	return p
+}
+
 // Authenticated reports whether the caller of the request in ctx presented a
 // client certificate that verified against the client CA bundle and names an
 // expected API server identity. Only then do verdicts name nodes, and only
@@ -329,6 +377,11 @@ type connGuard struct {
 	evicted func()
 	// auth authenticates the API server; nil: client authentication off.
 	auth *clientAuth
+	// apiServer are the API server's source addresses, without client
+	// authentication (ServerOptions.APIServerAddresses); apiServerSeen is
+	// set once a request arrived from one of them.
+	apiServer     []netip.Prefix
+	apiServerSeen atomic.Bool
 	// refused counts and logs refusals; nil: not counted.
 	refused *refusals
 	// lane is the heavy lane large requests wait for once their body is
@@ -398,7 +451,7 @@ func (g *connGuard) Accept() (net.Conn, error) {
 		if g.evicted != nil {
 			g.evicted()
 		}
-		g.refused.add(RefusedConnectionEvicted, peer{key: victim.source, trusted: victim.trusted})
+		g.refused.add(RefusedConnectionEvicted, peer{key: victim.source, trusted: victim.trusted, byAddress: victim.trusted && g.auth == nil})
 		g.mu.Lock()
 	}
 	g.conns[gc] = struct{}{}
@@ -525,10 +578,12 @@ const maxReviewBytes = 7 << 20
 func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
-		p := peer{key: sourceOf(r.RemoteAddr)}
-		if r.TLS != nil && g.auth.identified(*r.TLS) {
-			p.trusted = true
+		p := g.peerOf(r)
+		switch {
+		case p.trusted && !p.byAddress:
 			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
+		case !p.trusted && g.apiServerSeen.Load():
+			r = r.WithContext(context.WithValue(r.Context(), unverifiedKey{}, true))
 		}
 		start := time.Now()
 		if gc != nil {

@@ -9,8 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -78,6 +80,7 @@ type serveOptions struct {
 	clientCAFile    string
 	requireClient   bool
 	clientIDs       []string
+	apiServerAddrs  []string
 	maxConnections  int
 	metricsMaxConns int
 	readTimeout     time.Duration
@@ -132,6 +135,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.caSyncInterval, "ca-sync-interval", 5*time.Second, "self-managed: how often the caBundle is checked against the CA")
 	f.StringVar(&o.clientCAFile, "client-ca-file", "", "PEM bundle of the CAs whose client certificates authenticate the API server; verdicts name nodes only to authenticated callers")
 	f.BoolVar(&o.requireClient, "require-client-cert", false, "refuse callers without a client certificate from --client-ca-file naming one of --client-identities")
+	f.StringSliceVar(&o.apiServerAddrs, "api-server-addresses", nil, "without --client-ca-file: the addresses or CIDRs the API server calls dsguard from (the chart passes what default/kubernetes advertises); their requests keep a reserved share of the large-body budget and the heavy lane, and once the API server was seen there, reviews from other sources are answered but counted apart (result=\"unverified\"). Not an identity: no verdict depends on it")
 	f.StringSliceVar(&o.clientIDs, "client-identities", dswebhook.DefaultClientIdentities, "names (subject common name or DNS name) the API server's client certificate may carry; a certificate from --client-ca-file with another name does not authenticate the API server")
 	f.IntVar(&o.maxConnections, "max-connections", dswebhook.DefaultMaxConnections, "open connections to the webhook port at most; at the cap a new connection evicts the one stuck longest mid-request")
 	f.IntVar(&o.metricsMaxConns, "metrics-max-connections", dswebhook.DefaultMetricsMaxConnections, "open connections to the metrics port at most; at the cap a new connection evicts one of the source holding the most")
@@ -305,10 +309,15 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 	webhookTLSOpts []func(*tls.Config), m *dswebhook.Metrics) (ctrl.Manager, error) {
 	// controller-runtime's own webhook server never times out a slow
 	// request body and accepts connections without limit.
+	apiServer, err := parseAddresses(o.apiServerAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("--api-server-addresses: %w", err)
+	}
 	webhookServer := dswebhook.NewServer(dswebhook.ServerOptions{
 		Host: o.host, Port: o.port, CertDir: o.certDir, CertName: o.certName, KeyName: o.keyName,
 		TLSOpts: webhookTLSOpts, ClientCAFile: o.clientCAFile, RequireClientCert: o.requireClient, ClientIdentities: o.clientIDs,
 		MaxConnections: o.maxConnections, ReadTimeout: o.readTimeout, HeavyWaiting: m.HeavyWaiting, Refusals: m.Refusals,
+		APIServerAddresses: apiServer,
 	}, m.ConnectionsEvicted.Inc)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
@@ -571,4 +580,26 @@ func addHealthChecks(mgr ctrl.Manager, readiness []namedCheck) error {
 		}
 	}
 	return nil
+}
+
+// parseAddresses reads addresses (one host each) and CIDRs.
+func parseAddresses(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }

@@ -161,6 +161,39 @@ cluster to ask (helm template) none of the latter are found.
 {{- end -}}
 
 {{/*
+The addresses the API server advertises: the EndpointSlices of Service
+default/kubernetes, looked up at install and upgrade, comma-separated. Without
+a cluster to ask (helm template) none are found.
+*/}}
+{{- define "dsguard.advertisedAPIServerAddresses" -}}
+{{- $addrs := list -}}
+{{- range (lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "").items -}}
+{{- if eq (index (.metadata.labels | default dict) "kubernetes.io/service-name") "kubernetes" -}}
+{{- range .endpoints -}}
+{{- $addrs = concat $addrs .addresses -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $addrs | uniq | join "," -}}
+{{- end -}}
+
+{{/*
+The sources dsguard reserves the API server's shares for, without client
+authentication (--api-server-addresses): webhook.apiServerAddresses and, with
+webhook.apiServerAddressesFromEndpoints, the advertised addresses.
+*/}}
+{{- define "dsguard.apiServerAddresses" -}}
+{{- $list := .Values.webhook.apiServerAddresses -}}
+{{- if .Values.webhook.apiServerAddressesFromEndpoints -}}
+{{- $advertised := include "dsguard.advertisedAPIServerAddresses" . -}}
+{{- if $advertised -}}
+{{- $list = concat $list (splitList "," $advertised) -}}
+{{- end -}}
+{{- end -}}
+{{- $list | uniq | join "," -}}
+{{- end -}}
+
+{{/*
 Every name a generated ValidatingAdmissionPolicy or binding can have
 (vap.PossibleNames; vap's TestPossibleNames_TheChartGrantsTheSame keeps the two
 in step), one per line: per rule and action, then the exemption gate's.

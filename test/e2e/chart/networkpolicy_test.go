@@ -74,6 +74,20 @@ func TestInstallTimeLookups(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("the webhook port admits %v, want the API server's addresses %v", got, want)
 			}
+			// The same lookup gives dsguard the API server's addresses,
+			// whose calls keep their reserved share without client
+			// authentication.
+			args := regexp.MustCompile(`--api-server-addresses=(\S+)`).FindStringSubmatch(r.Stdout)
+			var reserved []string
+			if args != nil {
+				for _, a := range strings.Split(args[1], ",") {
+					reserved = append(reserved, a+map[bool]string{true: "/128", false: "/32"}[strings.Contains(a, ":")])
+				}
+			}
+			slices.Sort(reserved)
+			if !slices.Equal(reserved, want) {
+				t.Errorf("dsguard's --api-server-addresses are %v, want the API server's addresses %v", reserved, want)
+			}
 			notes := r.Stdout[strings.Index(r.Stdout, "NOTES:"):]
 			// Other tests may create other well-known namespaces (and leave
 			// them terminating): rook-ceph, created here, must fail open, and
