@@ -299,3 +299,60 @@ func TestBuild_GroupsOfOnePoolSayWhatSetsThemApart(t *testing.T) {
 		}
 	}
 }
+
+// The page's "only gaps" filter keeps a DaemonSet by its header's data-gap
+// and a group by its cells' data-state (any kept cell not covered), so
+// those attributes are the filter's whole input: a fixture with columns and
+// groups of both kinds, each attribute exactly as the filter must read it.
+func TestWriteHTML_GapsFilterReadsExactlyTheColumnsAndGroupsWithGaps(t *testing.T) {
+	all := []string{"cp-1", "cp-2", "gpu-1", "w-1", "w-2", "w-3"}
+	noRoomOnW2 := fit.NewReport([]fit.NodeOutcome{
+		{Node: "w-1"}, {Node: "w-3"}, {Node: "gpu-1"}, {Node: "cp-1"}, {Node: "cp-2"},
+		{Node: "w-2", Outcome: fit.Outcome{Kind: fit.DoesNotFit, Plugin: fit.PluginNodePorts,
+			Reasons: []string{fit.ReasonPorts}, Ports: []fit.HostPort{{Protocol: corev1.ProtocolTCP, Port: 9100, HostIP: "0.0.0.0"}}}},
+	})
+	m := Build(Input{Nodes: slices.Values(fleet), Title: "gaps", Agents: []Agent{
+		{Namespace: "kube-system", Name: "cni", Placement: &coverage.Placement{RunsOnNodes: all}},
+		// Pending only: a gap without a skipped node.
+		{Namespace: "kube-system", Name: "kube-proxy", Placement: &coverage.Placement{RunsOnNodes: all}, Fit: noRoomOnW2},
+		{Namespace: "logging", Name: "fluent-bit", Placement: &coverage.Placement{RunsOnNodes: all}},
+		{Namespace: "monitoring", Name: "node-exporter", Placement: &coverage.Placement{
+			RunsOnNodes: []string{"gpu-1", "w-1", "w-2", "w-3"}, Skips: []coverage.SkipGroup{cpSkip}}},
+	}})
+	var b strings.Builder
+	if err := m.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+
+	wantColumns := []string{"kube-system/cni=false", "kube-system/kube-proxy=true", "logging/fluent-bit=false", "monitoring/node-exporter=true"}
+	var columns []string
+	for _, c := range regexp.MustCompile(`<th class="ds" data-ds="([^"]*)" data-gap="([^"]*)">`).FindAllStringSubmatch(page, -1) {
+		columns = append(columns, c[1]+"="+c[2])
+	}
+	if !slices.Equal(columns, wantColumns) {
+		t.Errorf("DaemonSet headers' data-gap:\n%q\nwant:\n%q", columns, wantColumns)
+	}
+
+	// Per group: its data-gap, then each cell's DaemonSet and data-state in
+	// column order.
+	wantRows := []string{
+		"w-1,w-3 gap=false: kube-system/cni=covered kube-system/kube-proxy=covered logging/fluent-bit=covered monitoring/node-exporter=covered",
+		"w-2 gap=true: kube-system/cni=covered kube-system/kube-proxy=pending logging/fluent-bit=covered monitoring/node-exporter=covered",
+		"gpu-1 gap=false: kube-system/cni=covered kube-system/kube-proxy=covered logging/fluent-bit=covered monitoring/node-exporter=covered",
+		"cp-1,cp-2 gap=true: kube-system/cni=covered kube-system/kube-proxy=covered logging/fluent-bit=covered monitoring/node-exporter=skipped",
+	}
+	row := regexp.MustCompile(`(?s)<tr class="group" data-group="\d+" data-gap="([^"]*)" data-nodes="([^"]*)">(.*?)</tr>`)
+	cell := regexp.MustCompile(`<td class="cell [^"]*" data-ds="([^"]*)" data-state="([^"]*)"`)
+	var rows []string
+	for _, r := range row.FindAllStringSubmatch(page, -1) {
+		var cells []string
+		for _, c := range cell.FindAllStringSubmatch(r[3], -1) {
+			cells = append(cells, c[1]+"="+c[2])
+		}
+		rows = append(rows, r[2]+" gap="+r[1]+": "+strings.Join(cells, " "))
+	}
+	if !slices.Equal(rows, wantRows) {
+		t.Errorf("groups:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -269,36 +271,104 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 }
 
 // TestNodeChange_ManyDaemonSetsStayWithinTheWarningLimits: a node change
-// that a hundred DaemonSets of varied reasons lose keeps every line within
-// 256 characters and the lines within a bounded number.
+// that DaemonSets lose for more distinct reasons than the cap allows gives
+// exactly maxNodeChangeLines lines, the last counting the groups left out;
+// each line names as many DaemonSets as fit in maxWarningLen and counts the
+// rest, so that no DaemonSet drops out of the answer unmentioned. Each
+// DaemonSet lacks a toleration for one taint of its own group, so that the
+// reasons differ: with one shared reason the lines never reach the cap.
 func TestNodeChange_ManyDaemonSetsStayWithinTheWarningLimits(t *testing.T) {
-	var f nodeChangeFixture
-	after := workerNode()
-	for i := range 100 {
-		name := fmt.Sprintf("agent-with-a-rather-long-name-%03d", i)
-		key := fmt.Sprintf("dedicated-%d", i%12)
-		f.dss = append(f.dss, agent(name, tolerating()))
-		f.withPod = append(f.withPod, name)
-		if i < 12 {
-			after.Spec.Taints = append(after.Spec.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
-		}
+	const perGroup = 9
+	// The cap exactly (no line counts groups), one over it, and well over.
+	for _, groups := range []int{maxNodeChangeLines, maxNodeChangeLines + 1, 2 * maxNodeChangeLines} {
+		t.Run(fmt.Sprintf("%d groups", groups), func(t *testing.T) {
+			var f nodeChangeFixture
+			after := workerNode()
+			for k := range groups {
+				after.Spec.Taints = append(after.Spec.Taints, corev1.Taint{Key: fmt.Sprintf("dedicated-%d", k), Effect: corev1.TaintEffectNoSchedule})
+			}
+			members := make([][]string, groups)
+			for i := range groups * perGroup {
+				// Zero-padded: group k's first name sorts k-th, as the
+				// lines are ordered.
+				name := fmt.Sprintf("agent-%03d", i)
+				var ts []corev1.Toleration
+				for k := range groups {
+					if k != i%groups {
+						ts = append(ts, corev1.Toleration{Key: fmt.Sprintf("dedicated-%d", k), Operator: corev1.TolerationOpExists})
+					}
+				}
+				f.dss = append(f.dss, agent(name, tolerating(ts...)))
+				f.withPod = append(f.withPod, name)
+				members[i%groups] = append(members[i%groups], "monitoring/"+name)
+			}
+			h, _ := newNodeChangeHandler(t, "", f)
+			resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), after))
+			want := min(groups, maxNodeChangeLines)
+			if !resp.Allowed || len(resp.Warnings) != want {
+				t.Fatalf("allowed %v with %d warnings, want allowed with exactly %d:\n%s",
+					resp.Allowed, len(resp.Warnings), want, strings.Join(resp.Warnings, "\n"))
+			}
+			groupLines := resp.Warnings
+			if groups > maxNodeChangeLines {
+				groupLines = resp.Warnings[:maxNodeChangeLines-1]
+				omitted := groups - len(groupLines)
+				wantLast := fmt.Sprintf("dsguard: %d more groups of DaemonSets lose node infra-4; "+
+					"run `kubectl dsguard taint` or `label` with the same change to see all", omitted)
+				if last := resp.Warnings[maxNodeChangeLines-1]; last != wantLast {
+					t.Errorf("last line:\n%s\nwant:\n%s", last, wantLast)
+				}
+			}
+			total, accounted := 0, 0
+			for _, w := range resp.Warnings {
+				total += len(w)
+				if len(w) > maxWarningLen || strings.HasSuffix(w, "...") {
+					t.Errorf("warning cut or over %d characters (%d): %s", maxWarningLen, len(w), w)
+				}
+			}
+			if total > warningBudget {
+				t.Errorf("warnings total %d characters, over dsguard's budget of %d", total, warningBudget)
+			}
+			counted := regexp.MustCompile(`^(.+) and (\d+) more$`)
+			for k, w := range groupLines {
+				prefix := "node-change: "
+				suffix := fmt.Sprintf(": taint dedicated-%d:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4", k)
+				if !strings.HasPrefix(w, prefix) || !strings.HasSuffix(w, suffix) {
+					t.Errorf("line %d is not group %d's (%q ... %q): %s", k, k, prefix, suffix, w)
+					continue
+				}
+				list := strings.TrimSuffix(strings.TrimPrefix(w, prefix), suffix)
+				named, rest := []string{list}, 0
+				if m := counted.FindStringSubmatch(list); m != nil {
+					named = strings.Split(m[1], ", ")
+					rest, _ = strconv.Atoi(m[2])
+				}
+				if !slices.Equal(named, members[k][:min(len(named), len(members[k]))]) || len(named)+rest != len(members[k]) {
+					t.Errorf("line %d names %q and counts %d more, want the first of %q and the rest counted", k, named, rest, members[k])
+					continue
+				}
+				if rest == 0 {
+					t.Errorf("line %d names all %d DaemonSets: the fixture no longer overflows a line", k, len(members[k]))
+				} else if fuller := prefix + strings.Join(members[k][:len(named)+1], ", ") + andMore(rest-1) + suffix; len(fuller) <= maxWarningLen {
+					t.Errorf("line %d counts %d DaemonSets although one more name fits (%d characters): %s", k, rest, len(fuller), w)
+				}
+				accounted += len(named) + rest
+			}
+			// The groups past the lines are those the last line counts.
+			for _, m := range members[len(groupLines):] {
+				accounted += len(m)
+			}
+			if accounted != len(f.dss) {
+				t.Errorf("%d of %d DaemonSets named or counted", accounted, len(f.dss))
+			}
+		})
 	}
-	h, _ := newNodeChangeHandler(t, "", f)
-	resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), after))
-	if !resp.Allowed || len(resp.Warnings) == 0 || len(resp.Warnings) > maxNodeChangeLines {
-		t.Fatalf("allowed %v with %d warnings, want allowed with 1 to %d", resp.Allowed, len(resp.Warnings), maxNodeChangeLines)
+}
+
+// andMore is how a line counts the names it leaves out.
+func andMore(n int) string {
+	if n == 0 {
+		return ""
 	}
-	total := 0
-	for _, w := range resp.Warnings {
-		total += len(w)
-		if len(w) > maxWarningLen || strings.HasSuffix(w, "...") {
-			t.Errorf("warning cut or over %d characters (%d): %s", maxWarningLen, len(w), w)
-		}
-	}
-	if total > warningBudget {
-		t.Errorf("warnings total %d characters, over dsguard's budget of %d", total, warningBudget)
-	}
-	if !strings.Contains(resp.Warnings[0], " more: taint ") {
-		t.Errorf("a line naming more DaemonSets than fit should count the rest: %s", resp.Warnings[0])
-	}
+	return fmt.Sprintf(" and %d more", n)
 }
