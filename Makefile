@@ -121,7 +121,7 @@ race: ## Run the concurrent packages' unit tests under the race detector (cgo on
 # instrumenting it would compile every dependency a second time.
 .PHONY: race-e2e
 race-e2e: tools ## Run the fault e2e suite against a dsguard built with -race
-	DSGUARD_E2E_RACE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 30m -v $(RACE_E2E_PKGS) 2>&1 | hack/e2e-summary.sh
+	DSGUARD_E2E_RACE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 30m -v -shuffle=$(E2E_SHUFFLE) $(RACE_E2E_PKGS) 2>&1 | hack/e2e-summary.sh
 
 .PHONY: unit-image
 unit-image: ## Vet and unit-test the packages the image's build tags change (IMAGE_TAGS); build the offline dsguard of make demo
@@ -159,7 +159,7 @@ e2e-long: tools ## The long coverage differential: LONG_SCENARIOS (10,000) scena
 e2e-node: ## As root: the real-node e2e (kubelet, containerd, runc, bridge CNI): helm install of the image built here, and of a release published to a registry in the test
 	hack/tools.sh --node --cosign
 	trap 'hack/node-cleanup.sh; rm -rf "$${TMPDIR:-/tmp}"/dsguard-e2e-node-images-*' EXIT INT TERM; \
-	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
+	DSGUARD_E2E_NODE=1 hack/run-isolated.sh $(GO) test -count=1 -p 1 -timeout 20m -v -shuffle=$(E2E_SHUFFLE) ./test/e2e/node/ 2>&1 | hack/e2e-summary.sh
 
 .PHONY: chart-test
 chart-test: tools ## Lint and render the chart with helm 3 and helm 4 (golden files; UPDATE=1 rewrites them); promtool tests of the alerts
