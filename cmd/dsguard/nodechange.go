@@ -23,7 +23,10 @@ import (
 // nodeChangeKind is what `dsguard taint` and `dsguard label` change.
 type nodeChangeKind struct {
 	use, what, example string
-	apply              func(node *corev1.Node, spec string, overwrite bool) error
+	// check refuses what kubectl refuses across the arguments, before the
+	// node is read; apply then applies one argument to the node.
+	check func(specs []string) error
+	apply func(node *corev1.Node, spec string, overwrite bool) error
 }
 
 var (
@@ -33,12 +36,14 @@ var (
 			"  kubectl dsguard taint infra-4 dedicated=infra:NoExecute\n" +
 			"  kubectl dsguard taint infra-4 dedicated=batch:NoSchedule --overwrite\n" +
 			"  kubectl dsguard taint cp-1 node-role.kubernetes.io/control-plane:NoSchedule-",
+		check: checkTaintArgs,
 		apply: applyTaint,
 	}
 	labelChange = nodeChangeKind{
 		use: "label NODE KEY=VALUE | KEY- ... [--overwrite]", what: "labels",
 		example: "  kubectl dsguard label worker-7 pool=gpu\n  kubectl dsguard label worker-7 pool=cpu --overwrite\n" +
 			"  kubectl dsguard label worker-7 pool-",
+		check: checkLabelArgs,
 		apply: applyLabel,
 	}
 )
@@ -66,6 +71,9 @@ func newNodeChangeCommand(kind nodeChangeKind) *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if output != "" && output != "json" {
 			return fmt.Errorf("unknown output format %q (want text or json)", output)
+		}
+		if err := kind.check(args[1:]); err != nil {
+			return err
 		}
 		c, err := flags.client()
 		if err != nil {
@@ -170,39 +178,94 @@ func (r *nodeChangeReport) write(w io.Writer, what string) error {
 	return err
 }
 
-// applyTaint applies one argument of kubectl taint: KEY[=VALUE]:EFFECT adds
-// the taint of that key and effect (replaces it only with overwrite, as
-// kubectl refuses otherwise); KEY[=VALUE]:EFFECT- and KEY- remove it, or
-// every taint of the key (a value there is ignored, as kubectl does).
+// parseTaint parses one argument of kubectl taint as kubectl does:
+// KEY[=VALUE]:EFFECT adds; KEY[=VALUE]:EFFECT- and KEY- remove (remove is
+// true), the value checked but not matched. What kubectl refuses as an
+// invalid taint spec (KEY=VALUE- among them) is refused here too, with why.
+func parseTaint(spec string) (t corev1.Taint, remove bool, err error) {
+	body, remove := strings.CutSuffix(spec, "-")
+	switch parts := strings.Split(body, ":"); len(parts) {
+	case 1:
+		if !remove {
+			return t, false, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-", spec)
+		}
+		t.Key = body
+	case 2:
+		switch t.Effect = corev1.TaintEffect(parts[1]); t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return t, false, fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", spec, t.Effect)
+		}
+		kv := strings.Split(parts[0], "=")
+		if len(kv) > 2 {
+			return t, false, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-", spec)
+		}
+		t.Key = kv[0]
+		if len(kv) == 2 {
+			t.Value = kv[1]
+		}
+	default:
+		return t, false, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-", spec)
+	}
+	if err := validKeyValue(t.Key, t.Value); err != nil {
+		return t, false, fmt.Errorf("taint %q: %w", spec, err)
+	}
+	if remove {
+		t.Value = ""
+	}
+	return t, remove, nil
+}
+
+// checkTaintArgs refuses what kubectl taint refuses across its arguments
+// before it reads the node: one key and effect added twice, or a taint
+// both added and removed.
+func checkTaintArgs(specs []string) error {
+	var add, remove []corev1.Taint
+	for _, spec := range specs {
+		t, rm, err := parseTaint(spec)
+		if err != nil {
+			return err
+		}
+		if rm {
+			remove = append(remove, t)
+			continue
+		}
+		if slices.ContainsFunc(add, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
+			return fmt.Errorf("duplicated taints with the same key and effect: %s", t.ToString())
+		}
+		add = append(add, t)
+	}
+	for _, a := range add {
+		for _, r := range remove {
+			if a.Key == r.Key && (r.Effect == "" || r.Effect == a.Effect) {
+				return fmt.Errorf("can not both modify and remove taint %s in the same command", r.ToString())
+			}
+		}
+	}
+	return nil
+}
+
+// applyTaint applies one argument of kubectl taint (parseTaint): an added
+// taint replaces the node's of the same key and effect only with
+// overwrite, as kubectl refuses otherwise, whatever the value; a removal
+// takes the taint of that key and effect, or every taint of the key.
 func applyTaint(node *corev1.Node, spec string, overwrite bool) error {
-	if key, ok := strings.CutSuffix(spec, "-"); ok {
-		key, effect, _ := strings.Cut(key, ":")
-		key, _, _ = strings.Cut(key, "=")
+	t, remove, err := parseTaint(spec)
+	if err != nil {
+		return err
+	}
+	if remove {
 		n := len(node.Spec.Taints)
-		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-			return t.Key == key && (effect == "" || string(t.Effect) == effect)
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(o corev1.Taint) bool {
+			return o.Key == t.Key && (t.Effect == "" || o.Effect == t.Effect)
 		})
 		if len(node.Spec.Taints) == n {
 			return fmt.Errorf("taint %q not found on node %s", spec, node.Name)
 		}
 		return nil
 	}
-	kv, effect, ok := strings.Cut(spec, ":")
-	if !ok {
-		return fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-", spec)
-	}
-	switch e := corev1.TaintEffect(effect); e {
-	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		return fmt.Errorf("taint %q: effect %q is not NoSchedule, PreferNoSchedule or NoExecute", spec, effect)
-	}
-	key, value, _ := strings.Cut(kv, "=")
-	if err := validKeyValue(key, value); err != nil {
-		return fmt.Errorf("taint %q: %w", spec, err)
-	}
-	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
 	if !overwrite && slices.ContainsFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
-		return fmt.Errorf("node %s already has a taint %s with effect %s, and --overwrite is false", node.Name, key, effect)
+		return fmt.Errorf("node %s already has a taint %s with effect %s, and --overwrite is false", node.Name, t.Key, t.Effect)
 	}
 	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) })
 	node.Spec.Taints = append(node.Spec.Taints, t)
@@ -218,6 +281,23 @@ func validKeyValue(key, value string) error {
 	}
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
 		return fmt.Errorf("value %q: %s", value, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkLabelArgs refuses what kubectl label refuses across its arguments
+// before it reads the node: a label both set and removed.
+func checkLabelArgs(specs []string) error {
+	set := map[string]bool{}
+	for _, spec := range specs {
+		if key, value, ok := strings.Cut(spec, "="); ok && !strings.Contains(value, "=") {
+			set[key] = true
+		}
+	}
+	for _, spec := range specs {
+		if key, ok := strings.CutSuffix(spec, "-"); ok && !strings.Contains(key, "=") && set[key] {
+			return fmt.Errorf("can not both modify and remove label %s in the same command", key)
+		}
 	}
 	return nil
 }

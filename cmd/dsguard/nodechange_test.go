@@ -40,10 +40,15 @@ func TestApplyTaintAndLabel(t *testing.T) {
 		{applyTaint, "dedicated=old:NoExecute-", false, "", `taint "dedicated=old:NoExecute-" not found`},
 		{applyTaint, "dedicated-", false, "[]", ""},
 		{applyTaint, "other-", false, "", `taint "other-" not found`},
+		// kubectl reads KEY=VALUE- as a key with "=" in it and refuses it.
+		{applyTaint, "dedicated=old-", false, "", `taint "dedicated=old-": key "dedicated=old": name part must consist of`},
+		{applyTaint, "dedicated:Sometimes-", false, "", `effect "Sometimes" is not NoSchedule, PreferNoSchedule or NoExecute`},
+		{applyTaint, "dedicated:NoSchedule:NoExecute-", false, "", "want KEY[=VALUE]:EFFECT or KEY[:EFFECT]-"},
 		{applyTaint, "dedicated=infra:Sometimes", false, "", "is not NoSchedule, PreferNoSchedule or NoExecute"},
 		{applyTaint, "dedicated=infra", false, "", "want KEY[=VALUE]:EFFECT"},
 		{applyLabel, "pool=gpu", true, "gpu", ""},
 		{applyLabel, "pool=gpu", false, "", `label "pool" already has a value (infra) on node infra-4, and --overwrite is false`},
+		{applyLabel, "pool=", false, "", `label "pool" already has a value (infra) on node infra-4, and --overwrite is false`},
 		// The value it has already is no overwrite (kubectl agrees).
 		{applyLabel, "pool=infra", false, "infra", ""},
 		{applyLabel, "pool-", false, "", ""},
@@ -81,6 +86,90 @@ func TestApplyTaintAndLabel(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("after %s: %q, want %q", tc.spec, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestApplyTaint_OneKeyTwoEffects: on a node with one key under two
+// effects, each form of kubectl taint touches what kubectl's does: KEY:EFFECT-
+// and KEY=VALUE:EFFECT- one effect (the value not matched), KEY- both; an
+// added taint replaces only its own key and effect, and only with
+// --overwrite, whether or not its value differs.
+func TestApplyTaint_OneKeyTwoEffects(t *testing.T) {
+	for _, tc := range []struct {
+		spec      string
+		overwrite bool
+		want      string // the taints after
+		wantErr   string
+	}{
+		{"dedicated:NoSchedule-", false, "[dedicated=old:NoExecute gpu:NoSchedule]", ""},
+		{"dedicated=old:NoExecute-", false, "[dedicated=old:NoSchedule gpu:NoSchedule]", ""},
+		{"dedicated=other:NoExecute-", false, "[dedicated=old:NoSchedule gpu:NoSchedule]", ""},
+		{"dedicated-", false, "[gpu:NoSchedule]", ""},
+		{"dedicated:PreferNoSchedule-", false, "", `taint "dedicated:PreferNoSchedule-" not found on node infra-4`},
+		{"dedicated=new:NoExecute", false, "", "node infra-4 already has a taint dedicated with effect NoExecute, and --overwrite is false"},
+		{"dedicated=new:NoExecute", true, "[dedicated=old:NoSchedule gpu:NoSchedule dedicated=new:NoExecute]", ""},
+		{"dedicated=new:PreferNoSchedule", false, "[dedicated=old:NoSchedule dedicated=old:NoExecute gpu:NoSchedule dedicated=new:PreferNoSchedule]", ""},
+		{"gpu=a100:NoSchedule", false, "", "node infra-4 already has a taint gpu with effect NoSchedule, and --overwrite is false"},
+		{"gpu:NoSchedule", false, "", "node infra-4 already has a taint gpu with effect NoSchedule, and --overwrite is false"},
+		{"gpu=a100:NoSchedule", true, "[dedicated=old:NoSchedule dedicated=old:NoExecute gpu=a100:NoSchedule]", ""},
+	} {
+		t.Run(fmt.Sprintf("%s overwrite=%v", tc.spec, tc.overwrite), func(t *testing.T) {
+			n := testobj.Node("infra-4", testobj.NodeTaints(
+				corev1.Taint{Key: "dedicated", Value: "old", Effect: corev1.TaintEffectNoSchedule},
+				corev1.Taint{Key: "dedicated", Value: "old", Effect: corev1.TaintEffectNoExecute},
+				corev1.Taint{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}))
+			err := applyTaint(n, tc.spec, tc.overwrite)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var parts []string
+			for _, t := range n.Spec.Taints {
+				parts = append(parts, t.ToString())
+			}
+			if got := "[" + strings.Join(parts, " ") + "]"; got != tc.want {
+				t.Errorf("after %s: %s, want %s", tc.spec, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckNodeChangeArgs: what kubectl refuses across its arguments,
+// before it reads the node, is refused so here too.
+func TestCheckNodeChangeArgs(t *testing.T) {
+	for _, tc := range []struct {
+		check   func([]string) error
+		specs   []string
+		wantErr string
+	}{
+		{checkTaintArgs, []string{"a=1:NoSchedule", "a=2:NoSchedule"}, "duplicated taints with the same key and effect: a=2:NoSchedule"},
+		{checkTaintArgs, []string{"a=1:NoSchedule", "a=1:NoExecute"}, ""},
+		{checkTaintArgs, []string{"a=1:NoSchedule", "a-"}, "can not both modify and remove taint a in the same command"},
+		{checkTaintArgs, []string{"a=1:NoSchedule", "a=1:NoSchedule-"}, "can not both modify and remove taint a:NoSchedule in the same command"},
+		{checkTaintArgs, []string{"a=1:NoSchedule", "a:NoExecute-"}, ""},
+		{checkTaintArgs, []string{"a:NoSchedule-", "a-"}, ""},
+		{checkTaintArgs, []string{"a=1:NoSchedule", "b=1"}, `taint "b=1": want KEY[=VALUE]:EFFECT`},
+		{checkLabelArgs, []string{"pool=gpu", "pool-"}, "can not both modify and remove label pool in the same command"},
+		{checkLabelArgs, []string{"pool=gpu", "zone-"}, ""},
+		{checkLabelArgs, []string{"pool=gpu", "pool=cpu"}, ""},
+	} {
+		t.Run(strings.Join(tc.specs, " "), func(t *testing.T) {
+			err := tc.check(tc.specs)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
 			}
 		})
 	}
