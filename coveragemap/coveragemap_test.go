@@ -304,7 +304,9 @@ func TestBuild_GroupsOfOnePoolSayWhatSetsThemApart(t *testing.T) {
 // and a group by its cells' data-state (any kept cell not covered), so
 // those attributes are the filter's whole input: a fixture with columns and
 // groups of both kinds, each attribute exactly as the filter must read it.
-func TestWriteHTML_GapsFilterReadsExactlyTheColumnsAndGroupsWithGaps(t *testing.T) {
+// The script itself runs only in a browser: test/e2e/coveragemap holds what
+// it hides against the JSON of the same run.
+func TestWriteHTML_MarksExactlyTheColumnsAndGroupsWithGapsForTheFilter(t *testing.T) {
 	all := []string{"cp-1", "cp-2", "gpu-1", "w-1", "w-2", "w-3"}
 	noRoomOnW2 := fit.NewReport([]fit.NodeOutcome{
 		{Node: "w-1"}, {Node: "w-3"}, {Node: "gpu-1"}, {Node: "cp-1"}, {Node: "cp-2"},

@@ -52,7 +52,9 @@ func withRequests(cpu, memory string) func(*appsv1.DaemonSet) {
 // the same run: a covered node is covered where the fit says it fits (or its
 // room is unknown), preempts where it preempts, pending where it does not
 // fit; a skipped node carries the JSON's reason; namesakes are two columns
-// named by their files.
+// named by their files. Then it opens the page at #gaps and #gaps&ds=twin
+// and holds what the script hides against the same JSON: which columns
+// have a gap, and which groups a shown column leaves uncovered.
 func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
 	root, err := filepath.Abs("../../..")
 	if err != nil {
@@ -141,6 +143,9 @@ func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
 		t.Fatalf("no cells in the rendered page (%v):\n%s", err, dom)
 	}
 	seen := map[string]int{} // states across the page, to know the test saw each kind
+	// expected holds each column's cells as the JSON decides them, which
+	// the gaps filter is then held against.
+	expected := map[string][]framework.PageCell{}
 	names := map[string]int{}
 	for _, r := range results.Results {
 		names[r.Namespace+"/"+r.Name]++
@@ -197,6 +202,7 @@ func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: the page shows %v, the JSON says %v", id, got, want)
 		}
+		expected[id] = want
 	}
 	if len(cells) != len(results.Results) {
 		t.Errorf("the page has %d columns %v, the JSON %d results", len(cells), slices.Sorted(maps.Keys(cells)), len(results.Results))
@@ -209,5 +215,96 @@ func TestCoverageMap_FromADumpAgreesWithTheJSONInABrowser(t *testing.T) {
 	summary, err := framework.PageText(dom, "summary")
 	if err != nil || !strings.Contains(summary, "what the scheduler would do with each new Pod") {
 		t.Errorf("the summary does not say the fit was weighed (%v): %q", err, summary)
+	}
+
+	// Unasked, the filter hides nothing; asked by the address, it must
+	// hide prod's twin (covered everywhere) but show the columns with a
+	// gap, and, narrowed to the twins, hide worker-3's group, where the
+	// one twin left shown is covered although big-agent, hidden, is not.
+	checkFilter(t, dom, "", expected)
+	for _, fragment := range []string{"gaps", "gaps&ds=twin"} {
+		dom, err := framework.RenderPage(t.Context(), page, fragment, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFilter(t, dom, fragment, expected)
+	}
+}
+
+// checkFilter holds the page's filtering, preset by the fragment (#gaps,
+// #ds=<text>), against the cells the JSON decides (expected, by column): a
+// column is shown when its name holds the text and, with gaps, when one of
+// its nodes is not covered; a group is shown, with gaps, when a shown
+// column does not cover its nodes. Without gaps every group is shown.
+func checkFilter(t *testing.T, dom, fragment string, expected map[string][]framework.PageCell) {
+	t.Helper()
+	gaps, text := false, ""
+	for _, p := range strings.Split(fragment, "&") {
+		if p == "gaps" {
+			gaps = true
+		}
+		if v, ok := strings.CutPrefix(p, "ds="); ok {
+			text = v
+		}
+	}
+	hidden, filtered, err := framework.PageColumns(dom)
+	if err != nil || !filtered {
+		t.Fatalf("#%s: the page's script did not run (%v)", fragment, err)
+	}
+	state := map[string]map[string]string{} // column, node: state
+	var wantShown []string
+	for id, cells := range expected {
+		state[id] = map[string]string{}
+		gap := false
+		for _, c := range cells {
+			state[id][c.Node] = c.State
+			gap = gap || c.State != "covered"
+		}
+		if strings.Contains(id, text) && (!gaps || gap) {
+			wantShown = append(wantShown, id)
+		}
+	}
+	var shown []string
+	for id, h := range hidden {
+		if !h {
+			shown = append(shown, id)
+		}
+	}
+	slices.Sort(shown)
+	slices.Sort(wantShown)
+	if !slices.Equal(shown, wantShown) {
+		t.Errorf("#%s shows the columns %q, want %q", fragment, shown, wantShown)
+	}
+	if gaps && (len(wantShown) == 0 || len(wantShown) == len(expected)) {
+		t.Errorf("#%s: the JSON leaves %d of %d columns with a gap: the scenario no longer shows the filter hiding and keeping", fragment, len(wantShown), len(expected))
+	}
+
+	groups, err := framework.PageGroups(dom)
+	if err != nil || len(groups) == 0 {
+		t.Fatalf("#%s: no groups on the page (%v)", fragment, err)
+	}
+	groupsShown, groupsHidden := 0, 0
+	for _, g := range groups {
+		want := !gaps
+		for _, id := range wantShown {
+			for _, n := range g.Nodes {
+				want = want || state[id][n] != "covered"
+			}
+		}
+		if g.Hidden == want {
+			t.Errorf("#%s: the group of %v is hidden=%v, want hidden=%v (shown columns %q)", fragment, g.Nodes, g.Hidden, !want, wantShown)
+		}
+		if want {
+			groupsShown++
+		} else {
+			groupsHidden++
+		}
+	}
+	if text != "" && gaps && (groupsShown == 0 || groupsHidden == 0) {
+		t.Errorf("#%s: %d groups to show and %d to hide: the scenario no longer has a group the narrowed filter hides", fragment, groupsShown, groupsHidden)
+	}
+	wantCount := fmt.Sprintf("%d DaemonSets, %d groups shown", len(wantShown), groupsShown)
+	if got, err := framework.PageTextByID(dom, "shown"); err != nil || got != wantCount {
+		t.Errorf("#%s: the page counts %q (%v), want %q", fragment, got, err, wantCount)
 	}
 }
