@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,9 +33,16 @@ import (
 // here, so the daemon Pods stay unbound and that path never fires; and even
 // with bound Pods, a node that gains a NoSchedule taint its Pod keeps
 // running through re-syncs nothing, leaving desiredNumberScheduled stale.
-// So once the nodes are written, the test nudges each DaemonSet (an
-// annotation, which changes no template) until it agrees or the deadline
-// passes: every sync then starts from the controller's current nodes.
+// So once the nodes are written, every DaemonSet of the batch is nudged
+// alike, agreeing or not: a change of spec.revisionHistoryLimit, which
+// leaves the template (and so the Pods) alone but bumps the generation, so
+// that status.observedGeneration tells when a sync that started after the
+// nudge has ended. The controller has settled when a sync started after
+// its state had stood still changes nothing: nudge, wait until every
+// DaemonSet has observed the nudge and the statuses and Pods stay the same
+// for a while, and again, until two such states in a row are equal. Only
+// then is the prediction compared, and a disagreement fails: the
+// prediction never decides when to stop waiting or what to nudge.
 //
 // The prediction says where the controller wants Pods (Eligible). A Pod the
 // DaemonSet already has on a node that stops qualifying only because of a
@@ -333,7 +341,7 @@ func runNodeRounds(t *testing.T, seed uint64, b, rounds int, batch []*result, st
 				st.kinds[c.kind]++
 			}
 		}
-		seen := waitForController(t, b, batch, exp, 60*time.Second)
+		seen := waitForController(t, b, batch, 60*time.Second)
 		for i, res := range batch {
 			e, s := exp[i], seen[i]
 			st.rounds++
@@ -359,16 +367,95 @@ func runNodeRounds(t *testing.T, seed uint64, b, rounds int, batch []*result, st
 	}
 }
 
-// waitForController polls the batch's DaemonSets and Pods until every
-// scenario agrees with its expectation or the deadline passes, and returns
-// what it saw last. Only a scenario that still disagrees at the deadline is
-// a mismatch: the controller's node informer can lag the writes.
-func waitForController(t *testing.T, b int, batch []*result, exp []*expectation, timeout time.Duration) []*statusAndPods {
+// Settling: a state must stand still for settleQuiet to count, and the
+// controller has settleMinNudges nudges at least, so that the last sync
+// starts well after the node writes (its node informer can lag them by
+// seconds on a loaded machine).
+const (
+	settleQuiet     = 1500 * time.Millisecond
+	settleMinNudges = 2
+)
+
+// nudges counts the nudges of the run: each gives spec.revisionHistoryLimit
+// a value it has not had, so that every nudge changes the spec.
+var nudges int
+
+// settledState is one DaemonSet's status and Pods, as a settled state
+// compares them.
+type settledState struct {
+	status appsv1.DaemonSetStatus // ObservedGeneration left out
+	pods   []string               // "name@node", sorted
+}
+
+func sameStates(x, y map[string]settledState) bool {
+	return maps.EqualFunc(x, y, func(a, b settledState) bool { return reflect.DeepEqual(a, b) })
+}
+
+// waitForController nudges the batch's DaemonSets, all alike, until the
+// controller has settled (see the comment at the top) or the deadline
+// passes, and returns each DaemonSet's status and Pods as it left them.
+// Not settling by the deadline fails the test.
+func waitForController(t *testing.T, b int, batch []*result, timeout time.Duration) []*statusAndPods {
+	ctx := t.Context()
+	t0 := time.Now()
+	deadline := t0.Add(timeout)
+	generations := map[string]int64{}
+	var prev map[string]settledState
+	for n := 1; ; n++ {
+		if err := nudgeAll(ctx, batch, generations); err != nil {
+			t.Fatal(err)
+		}
+		seen, state, ok := waitQuiet(t, b, batch, generations, deadline)
+		if !ok {
+			t.Errorf("batch %d: the DaemonSet controller did not settle within %s (%d nudges): "+
+				"a DaemonSet did not observe the last nudge, or its status or Pods kept changing", b, timeout, n)
+			return seen
+		}
+		if n >= settleMinNudges && sameStates(prev, state) {
+			t.Logf("batch %d: the controller settled after %d nudges in %s", b, n, time.Since(t0).Round(time.Millisecond))
+			return seen
+		}
+		prev = state
+	}
+}
+
+// nudgeAll nudges every DaemonSet of the batch with the same change, and
+// records in generations the generation each must be observed at.
+func nudgeAll(ctx context.Context, batch []*result, generations map[string]int64) error {
+	nudges++
+	patch := fmt.Appendf(nil, `{"spec":{"revisionHistoryLimit":%d}}`, 10+nudges)
+	got := make([]int64, len(batch))
+	err := parallel(len(batch), func(i int) error {
+		ds, err := client.AppsV1().DaemonSets(namespace).Patch(ctx, batch[i].ds.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("nudging %s: %w", batch[i].ds.Name, err)
+		}
+		got[i] = ds.Generation
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, res := range batch {
+		// Without a new generation observedGeneration would say nothing
+		// about which sync the status comes from.
+		if got[i] <= generations[res.ds.Name] {
+			return fmt.Errorf("nudging %s left its generation at %d: the nudge gives no signal", res.ds.Name, got[i])
+		}
+		generations[res.ds.Name] = got[i]
+	}
+	return nil
+}
+
+// waitQuiet polls the batch's DaemonSets and Pods until every DaemonSet has
+// observed its generation, no Pod is left being deleted, and the statuses
+// and Pods have stood still for settleQuiet; it returns what it saw last,
+// and false if the deadline passed first.
+func waitQuiet(t *testing.T, b int, batch []*result, generations map[string]int64, deadline time.Time) ([]*statusAndPods, map[string]settledState, bool) {
 	ctx := t.Context()
 	seen := make([]*statusAndPods, len(batch))
-	deadline := time.Now().Add(timeout)
-	var nudged time.Time // zero: nudge once the first poll disagrees
-	nudges := 0
+	var last map[string]settledState
+	var since time.Time
 	for {
 		if !kcm.Running() {
 			t.Fatalf("kube-controller-manager is gone:\n%s", tail(kcm.Log(), 40))
@@ -388,7 +475,7 @@ func waitForController(t *testing.T, b int, batch []*result, exp []*expectation,
 				nodes[n.Name] = true
 			}
 		}
-		podNodes := map[string][]string{}
+		podNodes, podNames := map[string][]string{}, map[string][]string{}
 		var gone []string
 		for i := range pods.Items {
 			p := &pods.Items[i]
@@ -400,7 +487,9 @@ func waitForController(t *testing.T, b int, batch []*result, exp []*expectation,
 				gone = append(gone, p.Name)
 				continue
 			}
-			podNodes[p.Labels[appLabel]] = append(podNodes[p.Labels[appLabel]], targetNode(p))
+			app := p.Labels[appLabel]
+			podNodes[app] = append(podNodes[app], targetNode(p))
+			podNames[app] = append(podNames[app], p.Name+"@"+targetNode(p))
 		}
 		if err := parallel(len(gone), func(i int) error {
 			err := client.CoreV1().Pods(namespace).Delete(ctx, gone[i], metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
@@ -411,54 +500,36 @@ func waitForController(t *testing.T, b int, batch []*result, exp []*expectation,
 		}); err != nil {
 			t.Fatal(err)
 		}
-		status := map[string]appsv1.DaemonSetStatus{}
+		byName := map[string]*appsv1.DaemonSet{}
 		for i := range list.Items {
-			status[list.Items[i].Name] = list.Items[i].Status
+			byName[list.Items[i].Name] = &list.Items[i]
 		}
-		pending := 0
+		state := map[string]settledState{}
+		observed := len(gone) == 0
 		for i, res := range batch {
-			s := &statusAndPods{status: status[res.ds.Name], podNodes: podNodes[res.ds.Name]}
+			ds := byName[res.ds.Name]
+			if ds == nil {
+				t.Fatalf("DaemonSet %s is gone", res.ds.Name)
+			}
+			s := &statusAndPods{status: ds.Status, podNodes: podNodes[res.ds.Name]}
 			slices.Sort(s.podNodes)
 			seen[i] = s
-			if !exp[i].agrees(s) {
-				pending++
-			}
+			observed = observed && ds.Status.ObservedGeneration >= generations[res.ds.Name]
+			st := settledState{status: ds.Status, pods: slices.Sorted(slices.Values(podNames[res.ds.Name]))}
+			st.status.ObservedGeneration = 0
+			state[res.ds.Name] = st
 		}
-		if pending == 0 {
-			return seen
+		now := time.Now()
+		if !observed || !sameStates(last, state) {
+			last, since = state, now
+		} else if now.Sub(since) >= settleQuiet {
+			return seen, state, true
 		}
-		if time.Now().After(deadline) {
-			t.Logf("batch %d: after %s %d scenarios still disagree", b, timeout, pending)
-			return seen
-		}
-		if time.Since(nudged) > nudgeEvery {
-			nudges++
-			var disagreeing []*result
-			for i, res := range batch {
-				if !exp[i].agrees(seen[i]) {
-					disagreeing = append(disagreeing, res)
-				}
-			}
-			if err := parallel(len(disagreeing), func(i int) error { return nudge(ctx, disagreeing[i].ds.Name, nudges) }); err != nil {
-				t.Fatal(err)
-			}
-			nudged = time.Now()
+		if now.After(deadline) {
+			return seen, state, false
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// nudgeEvery is how often waitForController nudges the DaemonSets that
-// still disagree: the controller's node informer may not have had the
-// changes at the last nudge.
-const nudgeEvery = 3 * time.Second
-
-// nudge makes the controller sync a DaemonSet now: an annotation changes
-// neither the template nor the generation, so no rollout starts.
-func nudge(ctx context.Context, name string, n int) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"dsguard.io/nudge":"%d"}}}`, n)
-	_, err := client.AppsV1().DaemonSets(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
 }
 
 // roundReport describes a round for a failure message: the changes, the
