@@ -277,91 +277,136 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 // rest, so that no DaemonSet drops out of the answer unmentioned. Each
 // DaemonSet lacks a toleration for one taint of its own group, so that the
 // reasons differ: with one shared reason the lines never reach the cap.
+// A change the policy denies for a critical agent warns within the same
+// cap: kubectl shows the warnings of a refused request too, and the API
+// server's budget for them is the same.
 func TestNodeChange_ManyDaemonSetsStayWithinTheWarningLimits(t *testing.T) {
 	const perGroup = 9
 	// The cap exactly (no line counts groups), one over it, and well over.
 	for _, groups := range []int{maxNodeChangeLines, maxNodeChangeLines + 1, 2 * maxNodeChangeLines} {
-		t.Run(fmt.Sprintf("%d groups", groups), func(t *testing.T) {
-			var f nodeChangeFixture
-			after := workerNode()
-			for k := range groups {
-				after.Spec.Taints = append(after.Spec.Taints, corev1.Taint{Key: fmt.Sprintf("dedicated-%d", k), Effect: corev1.TaintEffectNoSchedule})
+		for _, denied := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d groups, denied %v", groups, denied), func(t *testing.T) {
+				manyGroupsWithinTheCap(t, groups, perGroup, denied)
+			})
+		}
+	}
+}
+
+// manyGroupsWithinTheCap judges a change that groups DaemonSets lose, each
+// group for a reason of its own; with denied, the policy also denies it for
+// cilium, a critical agent that tolerates none of the taints.
+func manyGroupsWithinTheCap(t *testing.T, groups, perGroup int, denied bool) {
+	var f nodeChangeFixture
+	policy := ""
+	if denied {
+		policy = denyNodeLosses
+		f.dss = append(f.dss, agent("cilium", tolerating()))
+		f.withPod = append(f.withPod, "cilium")
+	}
+	critical := len(f.dss) // denied, so on no warning line
+	after := workerNode()
+	for k := range groups {
+		after.Spec.Taints = append(after.Spec.Taints, corev1.Taint{Key: fmt.Sprintf("dedicated-%d", k), Effect: corev1.TaintEffectNoSchedule})
+	}
+	members := make([][]string, groups)
+	for i := range groups * perGroup {
+		// Zero-padded: group k's first name sorts k-th, as the
+		// lines are ordered.
+		name := fmt.Sprintf("agent-%03d", i)
+		var ts []corev1.Toleration
+		for k := range groups {
+			if k != i%groups {
+				ts = append(ts, corev1.Toleration{Key: fmt.Sprintf("dedicated-%d", k), Operator: corev1.TolerationOpExists})
 			}
-			members := make([][]string, groups)
-			for i := range groups * perGroup {
-				// Zero-padded: group k's first name sorts k-th, as the
-				// lines are ordered.
-				name := fmt.Sprintf("agent-%03d", i)
-				var ts []corev1.Toleration
-				for k := range groups {
-					if k != i%groups {
-						ts = append(ts, corev1.Toleration{Key: fmt.Sprintf("dedicated-%d", k), Operator: corev1.TolerationOpExists})
-					}
-				}
-				f.dss = append(f.dss, agent(name, tolerating(ts...)))
-				f.withPod = append(f.withPod, name)
-				members[i%groups] = append(members[i%groups], "monitoring/"+name)
-			}
-			h, _ := newNodeChangeHandler(t, "", f)
-			resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), after))
-			want := min(groups, maxNodeChangeLines)
-			if !resp.Allowed || len(resp.Warnings) != want {
-				t.Fatalf("allowed %v with %d warnings, want allowed with exactly %d:\n%s",
-					resp.Allowed, len(resp.Warnings), want, strings.Join(resp.Warnings, "\n"))
-			}
-			groupLines := resp.Warnings
-			if groups > maxNodeChangeLines {
-				groupLines = resp.Warnings[:maxNodeChangeLines-1]
-				omitted := groups - len(groupLines)
-				wantLast := fmt.Sprintf("dsguard: %d more groups of DaemonSets lose node infra-4; "+
-					"run `kubectl dsguard taint` or `label` with the same change to see all", omitted)
-				if last := resp.Warnings[maxNodeChangeLines-1]; last != wantLast {
-					t.Errorf("last line:\n%s\nwant:\n%s", last, wantLast)
-				}
-			}
-			total, accounted := 0, 0
-			for _, w := range resp.Warnings {
-				total += len(w)
-				if len(w) > maxWarningLen || strings.HasSuffix(w, "...") {
-					t.Errorf("warning cut or over %d characters (%d): %s", maxWarningLen, len(w), w)
-				}
-			}
-			if total > warningBudget {
-				t.Errorf("warnings total %d characters, over dsguard's budget of %d", total, warningBudget)
-			}
-			counted := regexp.MustCompile(`^(.+) and (\d+) more$`)
-			for k, w := range groupLines {
-				prefix := "node-change: "
-				suffix := fmt.Sprintf(": taint dedicated-%d:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4", k)
-				if !strings.HasPrefix(w, prefix) || !strings.HasSuffix(w, suffix) {
-					t.Errorf("line %d is not group %d's (%q ... %q): %s", k, k, prefix, suffix, w)
-					continue
-				}
-				list := strings.TrimSuffix(strings.TrimPrefix(w, prefix), suffix)
-				named, rest := []string{list}, 0
-				if m := counted.FindStringSubmatch(list); m != nil {
-					named = strings.Split(m[1], ", ")
-					rest, _ = strconv.Atoi(m[2])
-				}
-				if !slices.Equal(named, members[k][:min(len(named), len(members[k]))]) || len(named)+rest != len(members[k]) {
-					t.Errorf("line %d names %q and counts %d more, want the first of %q and the rest counted", k, named, rest, members[k])
-					continue
-				}
-				if rest == 0 {
-					t.Errorf("line %d names all %d DaemonSets: the fixture no longer overflows a line", k, len(members[k]))
-				} else if fuller := prefix + strings.Join(members[k][:len(named)+1], ", ") + andMore(rest-1) + suffix; len(fuller) <= maxWarningLen {
-					t.Errorf("line %d counts %d DaemonSets although one more name fits (%d characters): %s", k, rest, len(fuller), w)
-				}
-				accounted += len(named) + rest
-			}
-			// The groups past the lines are those the last line counts.
-			for _, m := range members[len(groupLines):] {
-				accounted += len(m)
-			}
-			if accounted != len(f.dss) {
-				t.Errorf("%d of %d DaemonSets named or counted", accounted, len(f.dss))
-			}
-		})
+		}
+		f.dss = append(f.dss, agent(name, tolerating(ts...)))
+		f.withPod = append(f.withPod, name)
+		members[i%groups] = append(members[i%groups], "monitoring/"+name)
+	}
+	h, metrics := newNodeChangeHandler(t, policy, f)
+	resp := h.Handle(t.Context(), nodeRequest(t, admissionv1.Update, workerNode(), after))
+	want := min(groups, maxNodeChangeLines)
+	if resp.Allowed == denied || len(resp.Warnings) != want {
+		t.Fatalf("allowed %v with %d warnings, want allowed %v with exactly %d:\n%s",
+			resp.Allowed, len(resp.Warnings), !denied, want, strings.Join(resp.Warnings, "\n"))
+	}
+	if denied && !strings.Contains(resp.Result.Message, "[node-change] monitoring/cilium: taint dedicated-0:NoSchedule not tolerated") {
+		t.Errorf("the denial does not name cilium: %s", resp.Result.Message)
+	}
+	result := map[bool]string{false: "warned", true: "denied"}[denied]
+	if got := testutil.ToFloat64(metrics.NodeChangeDecisions.WithLabelValues(result)); got != 1 {
+		t.Errorf("dsguard_node_change_decisions_total{result=%q} = %v, want 1", result, got)
+	}
+	groupLines := resp.Warnings
+	if groups > maxNodeChangeLines {
+		groupLines = resp.Warnings[:maxNodeChangeLines-1]
+		omitted := groups - len(groupLines)
+		wantLast := fmt.Sprintf("dsguard: %d more groups of DaemonSets lose node infra-4; "+
+			"run `kubectl dsguard taint` or `label` with the same change to see all", omitted)
+		if last := resp.Warnings[maxNodeChangeLines-1]; last != wantLast {
+			t.Errorf("last line:\n%s\nwant:\n%s", last, wantLast)
+		}
+	}
+	total, accounted := 0, 0
+	for _, w := range resp.Warnings {
+		total += len(w)
+		if len(w) > maxWarningLen || strings.HasSuffix(w, "...") {
+			t.Errorf("warning cut or over %d characters (%d): %s", maxWarningLen, len(w), w)
+		}
+	}
+	if total > warningBudget {
+		t.Errorf("warnings total %d characters, over dsguard's budget of %d", total, warningBudget)
+	}
+	counted := regexp.MustCompile(`^(.+) and (\d+) more$`)
+	for k, w := range groupLines {
+		prefix := "node-change: "
+		suffix := fmt.Sprintf(": taint dedicated-%d:NoSchedule not tolerated: its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4", k)
+		if !strings.HasPrefix(w, prefix) || !strings.HasSuffix(w, suffix) {
+			t.Errorf("line %d is not group %d's (%q ... %q): %s", k, k, prefix, suffix, w)
+			continue
+		}
+		list := strings.TrimSuffix(strings.TrimPrefix(w, prefix), suffix)
+		named, rest := []string{list}, 0
+		if m := counted.FindStringSubmatch(list); m != nil {
+			named = strings.Split(m[1], ", ")
+			rest, _ = strconv.Atoi(m[2])
+		}
+		if !slices.Equal(named, members[k][:min(len(named), len(members[k]))]) || len(named)+rest != len(members[k]) {
+			t.Errorf("line %d names %q and counts %d more, want the first of %q and the rest counted", k, named, rest, members[k])
+			continue
+		}
+		if rest == 0 {
+			t.Errorf("line %d names all %d DaemonSets: the fixture no longer overflows a line", k, len(members[k]))
+		} else if fuller := prefix + strings.Join(members[k][:len(named)+1], ", ") + andMore(rest-1) + suffix; len(fuller) <= maxWarningLen {
+			t.Errorf("line %d counts %d DaemonSets although one more name fits (%d characters): %s", k, rest, len(fuller), w)
+		}
+		accounted += len(named) + rest
+	}
+	// The groups past the lines are those the last line counts.
+	for _, m := range members[len(groupLines):] {
+		accounted += len(m)
+	}
+	if accounted != len(f.dss)-critical {
+		t.Errorf("%d of %d warned DaemonSets named or counted", accounted, len(f.dss)-critical)
+	}
+}
+
+// TestNodeChange_ALineNoNameFitsCountsTheDaemonSets: when even one name
+// would take a line past maxWarningLen, the line counts the DaemonSets
+// instead of cutting the reason short or naming them cut off.
+func TestNodeChange_ALineNoNameFitsCountsTheDaemonSets(t *testing.T) {
+	var f nodeChangeFixture
+	for _, c := range "ab" {
+		name := strings.Repeat(string(c), maxWarningLen)
+		f.dss = append(f.dss, agent(name, tolerating()))
+		f.withPod = append(f.withPod, name)
+	}
+	h, _ := newNodeChangeHandler(t, "", f)
+	resp := h.Handle(t.Context(), nodeRequest(t, admissionv1.Update, workerNode(), workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule))))
+	want := []string{"node-change: 2 DaemonSets: taint dedicated=infra:NoSchedule not tolerated: " +
+		"its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4"}
+	if !resp.Allowed || !slices.Equal(resp.Warnings, want) {
+		t.Errorf("allowed %v with warnings:\n%s\nwant allowed with:\n%s", resp.Allowed, strings.Join(resp.Warnings, "\n"), strings.Join(want, "\n"))
 	}
 }
 
