@@ -1,9 +1,12 @@
 // Package fit proves coverage/fit's predictions against the real
-// kube-scheduler: random nodes, bound Pods, PriorityClasses and DaemonSets
-// go to a real kube-apiserver with the real DaemonSet controller and
-// scheduler, and for every node the outcome the scheduler reaches (bound,
-// bound after preempting which Pods, or Pending with which reasons) must
-// equal the prediction.
+// kube-scheduler: random nodes (several to a zone), bound Pods, nominated
+// Pods, PriorityClasses and DaemonSets (new ones, and template updates
+// under maxUnavailable and maxSurge) go to a real kube-apiserver with the
+// real DaemonSet controller and scheduler, and for every node the outcome
+// the scheduler reaches (bound, bound after preempting which Pods, or
+// Pending with which reasons) must equal the prediction. Then every other
+// Pod is deleted and the Pending agents are made again: those predicted
+// not to fit must land, those predicted never to fit must stay Pending.
 //
 // The nodes are heartbeat Nodes: the test writes their status (Ready,
 // allocatable) and lifts the not-ready taint, as a kubelet and the node
@@ -11,7 +14,9 @@
 // marks them NotReady later and no Lease needs renewing. No kubelet runs
 // Pods, so the test plays its part where the scheduler depends on it: it
 // marks the bound Pods Running with a start time (preemption spares the
-// longest running first) and finalizes the Pods the scheduler deletes.
+// longest running first), the old Pods of an update ready as well (the
+// controller keeps a surged-over Pod only while it is ready), and
+// finalizes the Pods the scheduler and the controller delete.
 package fit
 
 import (
