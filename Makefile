@@ -28,19 +28,23 @@ help: ## Show this help
 build: ## Build bin/dsguard (static, version stamped)
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/dsguard ./cmd/dsguard
 
-# Two steps run in the background (hack/background.sh), niced, beside the
+# Three steps run in the background (hack/background.sh), niced, beside the
 # stages that leave cores idle, and are joined before what needs them:
 # - the tools build (hack/tools.sh: Kubernetes, etcd, helm, cert-manager, the
 #   node's runtime, promtool), the longest step on a cold machine, right after go vet,
 #   whose compiled packages it shares, beside the unit tests and CEL cost;
 # - fuzzing and the race detector's unit tests (each compiles every
 #   dependency again, instrumented), beside the chart and e2e stages, which
-#   mostly wait on the control plane.
+#   mostly wait on the control plane;
+# - the release checks (release-test: GoReleaser's check and snapshot, and
+#   `make image` built twice), beside the real-node and fault e2e, the only
+#   stages whose idle cores nothing else takes: beside chart and e2e they
+#   would only push fuzzing and race further past the end of e2e.
 # The fault suite (leader election, restarts, reloads, churn under load) runs
 # once, last, against a dsguard built with the race detector: it proves both
 # the faults survived and that no race occurs while they happen.
 .PHONY: test
-test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (20,000 inputs per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard; prints each stage's duration
+test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kubernetes binaries, chart, e2e, fuzz (20,000 inputs per target) and the race detector's unit tests (beside chart and e2e), real-node e2e, the fault e2e against a -race dsguard, GoReleaser's check and snapshot and make image's reproducibility (beside those two); prints each stage's duration
 	@start=$$(date +%s); \
 	export DSGUARD_BACKGROUND=$$(mktemp -d "$${TMPDIR:-/tmp}/dsguard-background.XXXXXX"); \
 	export DSGUARD_STAGES=$$DSGUARD_BACKGROUND/stages; \
@@ -57,8 +61,10 @@ test: ## Run every test CI runs: vet, gofmt, actionlint, unit, CEL cost, Kuberne
 	hack/stage.sh "chart (helm 3 + helm 4 lint, golden templates, schema, Dockerfile, promtool tests of the alerts)" $(MAKE) -s chart-test && \
 	hack/stage.sh "e2e (real kube-apiserver + kubectl; the fault suite runs last, against a -race dsguard)" $(MAKE) -s e2e E2E_PKGS="$(E2E_BUT_FAULTS)" && \
 	hack/stage.sh "cosign, fuzz and the race detector's unit tests (started after the tools, beside chart and e2e)" hack/background.sh join fuzz-race && \
+	hack/background.sh start release $(MAKE) -s release-test && \
 	hack/stage.sh "e2e on a real node (kubelet, containerd, helm install of the image)" $(MAKE) -s e2e-node && \
-	hack/stage.sh "fault e2e ($(RACE_E2E_PKGS)) against a dsguard built with -race" $(MAKE) -s race-e2e; \
+	hack/stage.sh "fault e2e ($(RACE_E2E_PKGS)) against a dsguard built with -race" $(MAKE) -s race-e2e && \
+	hack/stage.sh "GoReleaser check and snapshot, make image twice (started after fuzz and race, beside the real-node and fault e2e)" hack/background.sh join release; \
 	rc=$$?; echo "==> make test: $$([ $$rc = 0 ] && echo ok || echo FAILED) in $$(( $$(date +%s) - start ))s"; exit $$rc
 
 # E2E_PKGS are the packages `make e2e` runs; make test leaves the fault suite
@@ -86,6 +92,30 @@ fuzz-and-race:
 	hack/stage.sh "compile the -race dsguard for race-e2e" env CGO_ENABLED=1 $(GO) build -race -o /dev/null ./cmd/dsguard && \
 	hack/stage.sh "compile the image's dsguard for linux/arm64 (the published release's index in e2e-node)" \
 	  env GOOS=linux GOARCH=arm64 $(GO) build -tags '$(IMAGE_TAGS)' -o /dev/null ./cmd/dsguard
+
+# release-test is the step make test runs in the background beside the
+# real-node and fault e2e, so that what a tag runs has run before the tag:
+# GoReleaser and cyclonedx-gomod built (hack/tools.sh), `goreleaser check`,
+# then the image built twice by `make image` (image-reproducible) and a
+# snapshot of the tag's release from .goreleaser.yaml as it is: the six
+# binaries (-trimpath, which nothing else compiles with but `make build`:
+# every dependency once more per platform on a cold build cache), archives,
+# checksums, SBOMs, krew manifest and Homebrew cask, into dist/ (what `make
+# clean` removes). Skipped, as offline: publishing (the GitHub release;
+# --snapshot skips it anyway) and signing (keyless in the release workflow,
+# by its OIDC token; the configuration signs nothing itself today, cosign
+# signs the image and chart in hack/release/publish.sh, which the real-node
+# e2e runs against a registry of its own). Docker is not used. The image
+# index of `make release-snapshot`, built twice, is left to that target:
+# two more -trimpath compiles, and the real-node e2e builds and publishes an
+# index already.
+.PHONY: release-test
+release-test:
+	hack/stage.sh "GoReleaser and cyclonedx-gomod (built from their own modules)" $(WITH_RELEASE_TOOLS) true && \
+	hack/stage.sh "goreleaser check" $(WITH_RELEASE_TOOLS) goreleaser check && \
+	hack/stage.sh "make image twice, from two copies of the source (image-reproducible)" $(MAKE) -s image-reproducible && \
+	hack/stage.sh "goreleaser release --snapshot (six platforms, archives, SBOMs, krew, Homebrew)" \
+	  $(WITH_RELEASE_TOOLS) goreleaser release --snapshot --clean --skip=publish,sign
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
@@ -257,9 +287,11 @@ release-publish: image-binaries ## Push the image index and chart (oci://REGISTR
 	  $(foreach a,$(RELEASE_ARCHES),--binary linux/$(a)=$(INDEX_DIR)/linux-$(a)/dsguard) \
 	  $(foreach f,$(wildcard dist/*_linux_*.cdx.json),--sbom $(f)) $(PUBLISH_FLAGS)
 
-# Outside make test: `make build` compiles with -trimpath, which nothing in
-# make test does, so on a cold build cache this compiles every dependency
-# once more (minutes); with a warm one it takes under a minute.
+# In make test's release step (release-test): `make build` compiles with
+# -trimpath, as nothing else in make test does but the GoReleaser snapshot
+# after it, so on a cold build cache this compiles every dependency once more
+# (minutes; most of them then serve the snapshot's linux/amd64 build); with a
+# warm one it takes under a minute.
 .PHONY: image-reproducible
 image-reproducible: ## Build the image twice with `make image` from two copies of the source (other paths, TMPDIR, umask, time zone, file times, a later second); fails unless binary, digest and archive agree
 	$(GO) test -count=1 -v -timeout 30m -run '^TestMakeImage_SameDigestWhereverAndWheneverBuilt$$' ./hack/image/ -args -image.make
@@ -285,27 +317,27 @@ bench-check-nodes: ## dsguard check --nodes on 65,000 nodes as the API server, k
 bench-check-memory: ## Peak RSS of dsguard check on a generated manifest of MB megabytes (default 50), per output FORMAT (default all)
 	hack/check-memory.sh $${MB:-50} $(FORMAT)
 
-# GoReleaser and the SBOM tool, built from the Go module proxy into the per-user cache, keyed by version.
-RELEASE_TOOLS ?= $(or $(DSGUARD_CACHE),$(HOME)/.cache/dsguard)/release-tools
-GORELEASER_VERSION ?= v2.15.1
-CYCLONEDX_GOMOD_VERSION ?= v1.10.0
+# GoReleaser and the SBOM tool its configuration runs (cyclonedx-gomod), built
+# by hack/tools.sh from the Go module proxy into the per-user tool cache, keyed
+# by version (GORELEASER_VERSION and CYCLONEDX_GOMOD_VERSION there), like the
+# other tools. hack/release/with-tools.sh runs a command with both on PATH.
+WITH_RELEASE_TOOLS := hack/release/with-tools.sh
 
 .PHONY: release-tools
-release-tools:
-	@test -x $(RELEASE_TOOLS)/$(GORELEASER_VERSION)/goreleaser || GOBIN=$(RELEASE_TOOLS)/$(GORELEASER_VERSION) CGO_ENABLED=0 $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
-	@test -x $(RELEASE_TOOLS)/$(GORELEASER_VERSION)/cyclonedx-gomod || GOBIN=$(RELEASE_TOOLS)/$(GORELEASER_VERSION) CGO_ENABLED=0 $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+release-tools: ## Build GoReleaser and cyclonedx-gomod into the per-user tool cache
+	@$(WITH_RELEASE_TOOLS) true
 
 .PHONY: release-check
-release-check: release-tools ## Validate .goreleaser.yaml with GoReleaser's own check
-	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser check
+release-check: ## Validate .goreleaser.yaml with GoReleaser's own check
+	$(WITH_RELEASE_TOOLS) goreleaser check
 
 .PHONY: release
-release: release-tools ## Publish the tag's GitHub release with GoReleaser (the release workflow runs this; GITHUB_TOKEN)
-	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --clean
+release: ## Publish the tag's GitHub release with GoReleaser (the release workflow runs this; GITHUB_TOKEN)
+	$(WITH_RELEASE_TOOLS) goreleaser release --clean
 
 .PHONY: release-snapshot
-release-snapshot: release-tools ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest, Homebrew cask, the image index built twice to the same digest)
-	PATH=$(RELEASE_TOOLS)/$(GORELEASER_VERSION):$$PATH goreleaser release --snapshot --clean --skip=publish
+release-snapshot: ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest, Homebrew cask, the image index built twice to the same digest)
+	$(WITH_RELEASE_TOOLS) goreleaser release --snapshot --clean --skip=publish
 	hack/release/snapshot-image.sh dist/image
 
 .PHONY: clean

@@ -16,14 +16,15 @@
 # "A real node" below): containerd, its runc shim and ctr, the CNI plugins, and
 # runc from Debian's package.
 #
-# Usage: hack/tools.sh [--print-dir] [--node] [--cosign] [--promtool] [--print-cosign] [--print-promtool] [--only NAME,...]
+# Usage: hack/tools.sh [--print-dir] [--node] [--TOOL] [--print-TOOL] [--only NAME,...]
 #   --print-dir  print the directory holding the binaries (building first if needed)
 #   --node       also build the node's container runtime and network plugins
-#   --cosign, --promtool  also build cosign or promtool (see "Tools built from
-#                their own modules" below); --print-cosign, --print-promtool
-#                build it and print its path
+#   --TOOL       also build TOOL, one of cosign, promtool, goreleaser and
+#                cyclonedx-gomod (see "Tools built from their own modules"
+#                below); --print-TOOL builds it and prints its path
 #   --only       build (and require) only the named binaries, e.g.
-#                --only kube-apiserver,kubectl,etcd for `make demo`;
+#                --only kube-apiserver,kubectl,etcd for `make demo`, or
+#                --only goreleaser,cyclonedx-gomod for the release targets;
 #                DSGUARD_TOOLS_ONLY in the environment says the same, so that
 #                a program asking for the tools directory (the e2e framework)
 #                builds no more than its caller wanted
@@ -46,6 +47,9 @@ ETCD_VERSION="${ETCD_VERSION:-}"
 # The control plane of the e2e suites, plus the pieces of a real node
 # (kube-scheduler places Pods, kubelet runs them).
 K8S_BINS=(kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet)
+# The tools built from their own modules (see "Tools built from their own
+# modules" below).
+MODULE_TOOLS=(cosign promtool goreleaser cyclonedx-gomod)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_ROOT="${DSGUARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dsguard}/tools"
@@ -96,13 +100,14 @@ node=false
 module_tools=()
 print_tools=()
 only="${DSGUARD_TOOLS_ONLY:-}"
-usage() { echo "usage: hack/tools.sh [--print-dir] [--node] [--cosign] [--promtool] [--print-cosign] [--print-promtool] [--only NAME,...]" >&2; exit 2; }
+usage() { echo "usage: hack/tools.sh [--print-dir] [--node] [--TOOL] [--print-TOOL] [--only NAME,...] (TOOL: ${MODULE_TOOLS[*]})" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --print-dir) print_dir=true ;;
     --node) node=true ;;
-    --cosign|--promtool) module_tools+=("${1#--}") ;;
-    --print-cosign|--print-promtool) module_tools+=("${1#--print-}"); print_tools+=("${1#--print-}") ;;
+    --cosign|--promtool|--goreleaser|--cyclonedx-gomod) module_tools+=("${1#--}") ;;
+    --print-cosign|--print-promtool|--print-goreleaser|--print-cyclonedx-gomod)
+      module_tools+=("${1#--print-}"); print_tools+=("${1#--print-}") ;;
     --only) (($# > 1)) || usage; only="$2"; shift ;;
     *) usage ;;
   esac
@@ -112,14 +117,22 @@ done
 # wanted NAME: whether this run builds and requires NAME.
 wanted() { [[ -z "$only" || ",$only," == *",$1,"* ]]; }
 if [[ -n "$only" ]]; then
-  known=" ${K8S_BINS[*]} etcd helm helm4 ${CERT_MANAGER_BINS[*]} "
+  known=" ${K8S_BINS[*]} etcd helm helm4 ${CERT_MANAGER_BINS[*]} ${MODULE_TOOLS[*]} "
   IFS=, read -ra only_list <<<"$only"
   for b in "${only_list[@]}"; do
     [[ "$known" == *" $b "* ]] || { echo "hack/tools.sh: --only: unknown binary $b (known:$known)" >&2; exit 2; }
+    # A tool of its own module named there is built, as with --TOOL.
+    if [[ " ${MODULE_TOOLS[*]} " == *" $b "* ]]; then module_tools+=("$b"); fi
   done
   kept=()
   for b in "${K8S_BINS[@]}"; do wanted "$b" && kept+=("$b"); done
   K8S_BINS=("${kept[@]}")
+fi
+
+# A tool asked for twice (--only and --print-TOOL) is built once: two
+# builds into one directory would race.
+if ((${#module_tools[@]})); then
+  mapfile -t module_tools < <(printf '%s\n' "${module_tools[@]}" | awk '!seen[$0]++')
 fi
 
 mkdir -p "$BIN_DIR"
@@ -173,18 +186,24 @@ k8s_dir() {
 # cosign signs and verifies a release's image and chart
 # (hack/release/publish.sh); the real-node e2e publishes to a registry of its
 # own with it, and `make release-publish` uses the same build. promtool runs
-# the PrometheusRule's alert unit tests (test/chart). Each is built from its
+# the PrometheusRule's alert unit tests (test/chart). GoReleaser builds the
+# release's archives (`make release`, and the snapshot make test runs), and
+# cyclonedx-gomod writes their SBOMs (.goreleaser.yaml's sboms). Each is built from its
 # own module, not the wrapper below: their cloud clients and Kubernetes
 # libraries are versions of their own, and forcing them to the wrapper's would
 # build a tool nobody released. promtool leaves out Prometheus' service
 # discovery plugins (remove_all_sd): rule tests need none.
 COSIGN_VERSION="${COSIGN_VERSION:-v3.1.3}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
+GORELEASER_VERSION="${GORELEASER_VERSION:-v2.17.0}"
+CYCLONEDX_GOMOD_VERSION="${CYCLONEDX_GOMOD_VERSION:-v1.10.0}"
 # module_tool_dir NAME: where NAME is cached, keyed by its version.
 module_tool_dir() {
   case "$1" in
     cosign) echo "$CACHE_ROOT/cosign-${COSIGN_VERSION}" ;;
     promtool) echo "$CACHE_ROOT/promtool-${PROMETHEUS_VERSION}" ;;
+    goreleaser) echo "$CACHE_ROOT/goreleaser-${GORELEASER_VERSION}" ;;
+    cyclonedx-gomod) echo "$CACHE_ROOT/cyclonedx-gomod-${CYCLONEDX_GOMOD_VERSION}" ;;
   esac
 }
 module_tool_stamped() { [[ -x "$(module_tool_dir "$1")/$1" && -f "$(module_tool_dir "$1")/.stamp-$1" ]]; }
@@ -197,6 +216,9 @@ build_module_tool() {
       "github.com/sigstore/cosign/v3/cmd/cosign@${COSIGN_VERSION}") ;;
     promtool) args=(-tags remove_all_sd -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v0.}"
       "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}") ;;
+    # Both read their version from the build's module information.
+    goreleaser) args=(-ldflags "-s -w" "github.com/goreleaser/goreleaser/v2@${GORELEASER_VERSION}") ;;
+    cyclonedx-gomod) args=(-ldflags "-s -w" "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@${CYCLONEDX_GOMOD_VERSION}") ;;
   esac
   mkdir -p "$dir"
   with_progress "$name" "$name" env GOBIN="$dir" GOFLAGS=-buildvcs=false go install "${args[@]}"
