@@ -8,8 +8,9 @@
 //	go run ./hack/dashboard > charts/dsguard/dashboards/dsguard.json
 //
 // Its tests keep the chart's copy equal to what this writes, check every
-// query with Prometheus' own parser (promtool) and, in test/e2e/chart,
-// against a scrape of a running dsguard.
+// query with Prometheus' own parser (promtool, in test/chart) and, in
+// test/e2e, against a scrape of a running dsguard: each series it reads is
+// exported, and carries each label it groups, matches or selects by.
 package main
 
 import (

@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsguard/dsguard/policy"
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -19,13 +25,16 @@ import (
 var dashboardMetric = regexp.MustCompile(`\b(?:dsguard|controller_runtime)_[a-z0-9_]+\b`)
 
 // TestDashboard_QueriesReadWhatDsguardExports scrapes the suite's running
-// dsguard after a DaemonSet review, a denial, an audit and a Node label
-// change, and finds in
-// the scrape every series the chart's Grafana dashboard queries (counters
-// and histograms as their samples, e.g. _bucket). The families that appear
-// only after an event this suite does not cause (a refused request, an
-// exemption, a certificate dsguard manages) are named; the rest must be
-// there. A person's Node label change makes the nodes webhook's series.
+// dsguard after a DaemonSet review, a denial, an audit of a DaemonSet with
+// an exemption, a Node label change and a request cut off for its pace, and
+// finds in the scrape every series the chart's Grafana dashboard queries
+// (counters and histograms as their samples, e.g. _bucket); only the
+// certificate expiry, exported when dsguard manages its certificate
+// (selfManaged), is left out. Then it holds every label each query groups
+// by (by, without), matches on or selects on against the labels those
+// series carry in the same scrape: a grouping label a series lacks gives
+// one empty group, and a per-DaemonSet series that lost its own namespace
+// would be grouped by the release's namespace that the scrape adds.
 func TestDashboard_QueriesReadWhatDsguardExports(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(cluster.Root, "charts", "dsguard", "dashboards", "dsguard.json"))
 	if err != nil {
@@ -52,6 +61,11 @@ func TestDashboard_QueriesReadWhatDsguardExports(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Fatalf("creating the agent: %s", r.Stderr)
 	}
+	// An exemption in force makes dsguard_exemptions_active{rule,namespace}.
+	if r := kubectl(t, "", "annotate", "daemonset", "-n", "monitoring", "dashboard-agent",
+		policy.ExemptionAnnotationPrefix+"image-pinned=the dashboard's exemptions panel"); r.ExitCode != 0 {
+		t.Fatalf("exempting the agent: %s", r.Stderr)
+	}
 	kubectl(t, manifest(t, "node-exporter.yaml"), "apply", "--dry-run=server", "-f", "-")
 	// A person's label change on a Node goes through the nodes webhook.
 	node := strings.TrimPrefix(strings.Fields(kubectl(t, "", "get", "nodes", "-o", "name").Stdout)[0], "node/")
@@ -63,17 +77,17 @@ func TestDashboard_QueriesReadWhatDsguardExports(t *testing.T) {
 	if r := kubectl(t, "", "label", "node", node, "dsguard-dashboard=probe", "--overwrite"); r.ExitCode != 0 {
 		t.Fatalf("labelling node %s: %s", node, r.Stderr)
 	}
+	stallBody(t)
 
 	// Exported only once something happens that this suite does not do.
 	eventDriven := []string{
-		"dsguard_webhook_refusals_total",               // a request refused as busy
-		"dsguard_exemptions_active",                    // an exemption in the policy
 		"dsguard_certificate_expiry_timestamp_seconds", // a certificate dsguard manages (selfManaged)
 	}
 	var missing []string
+	var exposition string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		exposition := scrape(t)
+		exposition = scrape(t)
 		missing = missing[:0]
 		for _, m := range queried {
 			if !slices.Contains(eventDriven, m) && !hasSample(exposition, m) {
@@ -88,8 +102,59 @@ func TestDashboard_QueriesReadWhatDsguardExports(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("the dashboard queries series the running dsguard does not export: %v", missing)
 	}
-	t.Logf("figures: %d dashboard queries read %d dsguard series, %d of them found in a live scrape, %d exported only after events this suite does not cause",
-		len(exprs), len(queried), len(queried)-len(missing)-countIn(queried, eventDriven), countIn(queried, eventDriven))
+
+	exported, err := framework.ExportedLabels([]byte(exposition))
+	if err != nil {
+		t.Fatalf("reading the scrape: %v", err)
+	}
+	// What the chart's ServiceMonitor adds to every series it scrapes.
+	series := framework.Series{Exported: exported, Target: []string{"job", "namespace", "instance", "pod", "service", "endpoint", "container"}}
+	checked := 0
+	for _, e := range exprs {
+		n, problems, err := framework.CheckQueryLabels(e, series)
+		if err != nil {
+			t.Errorf("the dashboard's query cannot be read for its labels: %v", err)
+			continue
+		}
+		checked += n
+		for _, p := range problems {
+			t.Errorf("the dashboard's query %s\n  %s", e, p)
+		}
+	}
+	if checked < len(exprs) {
+		t.Errorf("%d labels checked in %d queries: the reader no longer sees the queries' labels", checked, len(exprs))
+	}
+	t.Logf("figures: %d dashboard queries read %d dsguard series, %d of them found in a live scrape, %d exported only after events this suite does not cause; %d labels they group, match or select by held against the scrape",
+		len(exprs), len(queried), len(queried)-len(missing)-countIn(queried, eventDriven), countIn(queried, eventDriven), checked)
+}
+
+// stallBody announces a review to dsguard's webhook port without a client
+// certificate and sends none of its body, until dsguard cuts it off for its
+// pace: dsguard_webhook_refusals_total{reason="slow-body",caller="unauthenticated"}.
+func stallBody(t *testing.T) {
+	t.Helper()
+	u, err := url.Parse(cluster.WebhookURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a client that stalls has no use for the server's identity
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		t.Fatalf("connecting to dsguard's webhook port: %v", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if _, err := fmt.Fprintf(conn, "POST /validate-daemonset HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Host, 1<<20); err != nil {
+		t.Fatalf("announcing the review: %v", err)
+	}
+	answer, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(answer), "HTTP/1.1 408") {
+		t.Fatalf("dsguard answered a stalled body with %q, want 408 Request Timeout", answer)
+	}
 }
 
 func scrape(t *testing.T) string {
