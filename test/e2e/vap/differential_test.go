@@ -69,7 +69,7 @@ func diffSeed(t *testing.T) uint64 {
 // server twice per policy document: once with the webhook, once with the
 // ValidatingAdmissionPolicies `dsguard vap` renders from the same document,
 // and requires the same verdict (deny, warn or allow) from both, given by
-// the same rules (see agrees). Stored
+// the same rules, the messages naming those rules (see agrees). Stored
 // fixtures are also updated three ways (spec unchanged, spec changed with the
 // findings kept, a new offending container) to compare ratcheting.
 //
@@ -81,7 +81,11 @@ func diffSeed(t *testing.T) uint64 {
 // carry the taint, the generated policy against the model nodes
 // (coverage.ModelTaintedNodes). The suite's tainted nodes are those model
 // nodes (see suiteNodes), so both judge the same thing, and every DaemonSet
-// is compared, those that select nodes included.
+// is compared, those that select nodes included. Only a DaemonSet that names
+// the model node can tell them apart (agreesApartFromTheModelName): each
+// verdict where the generated policies answer that rule and the webhook does
+// not is judged again with that rule's policies removed, and must then be
+// the webhook's (compareWithoutRule).
 func TestDifferential_WebhookAndGeneratedPoliciesAgree(t *testing.T) {
 	ctx := t.Context()
 	j, err := newJudge(cluster.Config())
@@ -94,6 +98,7 @@ func TestDifferential_WebhookAndGeneratedPoliciesAgree(t *testing.T) {
 	for _, ds := range vaptest.Generate(seed, generatedCount) {
 		subjects = append(subjects, subject{name: ds.Name, ds: ds})
 	}
+	subjects = append(subjects, modelNameSubjects(t)...)
 	requireModelPlacement(t, subjects)
 	for _, ns := range append(slices.Clone(namespaces), ratchetNamespace) {
 		createNamespace(t, ns)
@@ -146,10 +151,12 @@ func TestDifferential_WebhookAndGeneratedPoliciesAgree(t *testing.T) {
 			applyGeneratedPolicies(t, doc)
 			waitForPolicies(t, j, probeVerdict.kind)
 			mismatches, late := 0, 0
+			var setAside []string
 			for _, key := range slices.Sorted(maps.Keys(webhook)) {
 				want := webhook[key]
 				agrees := agrees
-				if namesTheModelNode(key, subjects) {
+				modelName := namesTheModelNode(key, subjects)
+				if modelName {
 					agrees = agreesApartFromTheModelName
 				}
 				got := judgeOne(t, j, key, subjects, fixtures)
@@ -172,7 +179,22 @@ func TestDifferential_WebhookAndGeneratedPoliciesAgree(t *testing.T) {
 					late++
 					t.Logf("%s: agreed on attempt %d; attempt 1 gave %s, the webhook %s", key, attempt, first, want)
 				}
+				if modelName && setAsideForTheModelName(want, got) {
+					// Set aside only where the model nodes explain it.
+					if !modelReachOnly(t, subjectOf(key, subjects)) {
+						mismatches++
+						t.Errorf("%s: the generated policies answer %s, the webhook does not, and its placement reaches the model's tainted nodes no differently from the suite's: webhook %s\n    generated policies: %s",
+							key, modelNameRule, want, got)
+					}
+					setAside = append(setAside, key)
+				}
 				compared[want.kind]++
+			}
+			// modelNameSubjects draw such verdicts under every document.
+			if len(setAside) == 0 {
+				t.Errorf("no verdict set aside for %s's model nodes: the second comparison, without its policies, compared nothing", modelNameRule)
+			} else {
+				mismatches += compareWithoutRule(t, j, modelNameRule, setAside, webhook, subjects, fixtures)
 			}
 			if late > 0 {
 				t.Logf("policy %s: %d verdicts agreed only on a later attempt (a policy loading late)", name, late)
@@ -508,6 +530,81 @@ func deleteGeneratedPolicies(t *testing.T) {
 	if r.Err != nil {
 		t.Fatal(r.Error())
 	}
+}
+
+// compareWithoutRule removes rule's generated policies and judges keys
+// again, each set aside by agreesApartFromTheModelName: with that rule's
+// answers gone, the other policies' answers must give the webhook's verdict
+// (agrees: the same outcome, the same rules, the same rule and field in the
+// deny message). The API server may run a removed policy for a while; its
+// answer names rule, which the webhook's does not for these keys, and only
+// such an answer is asked again.
+func compareWithoutRule(t *testing.T, j *judge, rule string, keys []string, webhook map[string]verdict, subjects, fixtures []subject) int {
+	t.Helper()
+	r := cluster.Kubectl(t.Context(), "", "delete", "validatingadmissionpolicybindings,validatingadmissionpolicies",
+		"-l", vap.RuleLabel+"="+rule, "--wait")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	mismatches, late := 0, 0
+	for _, key := range keys {
+		want := webhook[key]
+		got := judgeOne(t, j, key, subjects, fixtures)
+		attempt := 1
+		for ; slices.Contains(got.rules, rule) && attempt < 10; attempt++ {
+			time.Sleep(time.Second)
+			got = judgeOne(t, j, key, subjects, fixtures)
+		}
+		switch {
+		case !agrees(want, got):
+			mismatches++
+			t.Errorf("%s: webhook %s\n    generated policies without %s's, attempt %d: %s", key, want, rule, attempt, got)
+		case attempt > 1:
+			late++
+		}
+	}
+	t.Logf("%d verdicts set aside for %s's model nodes compared again without its policies (%d after it was gone), %d mismatches",
+		len(keys), rule, late, mismatches)
+	return mismatches
+}
+
+// modelNameSubjects are node-exporter (no tolerations) placed on the model
+// node's arm64 twin by its name, as nodeName and as matchFields, alone and
+// privileged with a :latest image: the generated policies see
+// control-plane-toleration reach the model's arm64 node, which the suite's
+// nodes name otherwise, and deny where the webhook finds nothing to deny
+// for it; the DaemonSets are what compareWithoutRule must judge alike
+// without that rule's policies, whatever else they break.
+func modelNameSubjects(t *testing.T) []subject {
+	t.Helper()
+	arm64 := map[string]string{corev1.LabelArchStable: "arm64"}
+	byName := probe(t)
+	byName.Name = "model-name-arm64"
+	byName.Spec.Template.Spec.NodeName = coverage.ModelNodeName
+	byName.Spec.Template.Spec.NodeSelector = arm64
+	byField := probe(t)
+	byField.Name = "model-field-arm64"
+	byField.Spec.Template.Spec.NodeSelector = arm64
+	byField.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{coverage.ModelNodeName}}},
+		}}},
+	}}
+	var out []subject
+	for _, ds := range []*appsv1.DaemonSet{byName, byField} {
+		worse := ds.DeepCopy()
+		worse.Name += "-privileged"
+		c := &worse.Spec.Template.Spec.Containers[0]
+		c.Image, c.SecurityContext = "quay.io/prometheus/node-exporter:latest", &corev1.SecurityContext{Privileged: ptr.To(true)}
+		out = append(out, subject{name: ds.Name, ds: ds}, subject{name: worse.Name, ds: worse})
+	}
+	return out
+}
+
+// subjectOf is the DaemonSet judged under key (its last path element is the
+// subject's name).
+func subjectOf(key string, subjects []subject) *appsv1.DaemonSet {
+	return find(subjects, key[strings.LastIndex(key, "/")+1:])
 }
 
 // namesTheModelNode reports whether the subject judged under key (its last

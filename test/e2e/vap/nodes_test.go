@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
@@ -115,4 +117,39 @@ func requireSuiteTaints(t *testing.T, doc string) {
 	if got := taintsOf(cfg); !slices.Equal(got, want) {
 		t.Fatalf("%s: control-plane-toleration taints %v; the suite's nodes carry only %v (suiteNodes)", doc, got, want)
 	}
+}
+
+// modelReachOnly reports whether control-plane-toleration may answer for ds
+// in the generated policies and not in the webhook by design: ds leaves a
+// default taint untolerated, and its placement reaches a model node that
+// carries it (coverage.ModelTaintedNodes, what a generated policy judges)
+// but no suite node that does (what the webhook judges). Only a placement
+// that names the model node tells them apart.
+func modelReachOnly(t *testing.T, ds *appsv1.DaemonSet) bool {
+	t.Helper()
+	taints, err := defaultTaints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := suiteNodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &ds.Spec.Template.Spec
+	for _, tc := range taints {
+		taint := corev1.Taint{Key: tc.Key, Value: tc.Value, Effect: tc.Effect}
+		if coverage.ToleratedByDaemonPod(spec, &taint) {
+			continue
+		}
+		var carrying []*corev1.Node
+		for _, n := range nodes {
+			if slices.Contains(n.Taints, tc.String()) {
+				carrying = append(carrying, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels}})
+			}
+		}
+		if coverage.ReachesAny(spec, coverage.ModelTaintedNodes(tc.Key, tc.Value)) && !coverage.ReachesAny(spec, carrying) {
+			return true
+		}
+	}
+	return false
 }
