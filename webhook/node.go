@@ -102,7 +102,6 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 		// learns nothing and moves no series but its own.
 		result = "unauthenticated"
 		return admission.Allowed("not judged: the caller did not authenticate")
-
 	case req.Kind.Group != nodeKind.Group || req.Kind.Version != nodeKind.Version || req.Kind.Kind != nodeKind.Kind:
 		return admission.Errored(http.StatusBadRequest,
 			fmt.Errorf("dsguard's Node entry judges v1 Nodes, not %s; check the webhook configuration's rules", req.Kind))

@@ -32,7 +32,7 @@ import (
 // are counted as its own, and a review forged from a Pod's address after
 // the API server was seen counts as unverified, not as a decision.
 func TestStalledBodyFlood_WithoutClientAuth(t *testing.T) {
-	port, health, metricsPort := freePortT(t), freePortT(t), freePortT(t)
+	port, health, metricsPort := freePort(t), freePort(t), freePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	const vwc = "dsguard-noauth"
 	manifest := fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
@@ -200,7 +200,8 @@ func fromSource(t *testing.T, source string) *http.Client {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a Pod forging a review does not check the server
 }
 
-func freePortT(t *testing.T) int {
+// freePort is a free local port, or the test ends.
+func freePort(t *testing.T) int {
 	t.Helper()
 	port, err := framework.FreePort()
 	if err != nil {

@@ -23,10 +23,7 @@ func TestCNILockout_InfrastructureUpdateSucceedsWhileDsguardIsUnreachable(t *tes
 		t.Fatal(r.Error())
 	}
 
-	port, err := framework.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	r := cluster.Helm(ctx, "template", "unreachable", "charts/dsguard", "--namespace", framework.Namespace,
 		"--set", fmt.Sprintf("webhook.url=https://127.0.0.1:%d", port),
 		// Rendered without a cluster, the chart finds no CNI namespace:
