@@ -411,7 +411,7 @@ type guardedConn struct {
 	trusted  bool      // its last request came from the API server
 	phase    phase     // where the current request is
 	since    time.Time // when the current phase began
-	reqStart time.Time // when the current request began arriving
+	reqStart time.Time // when the current request's headers were in
 }
 
 func newConnGuard(ln net.Listener, max int, evicted func()) *connGuard {
@@ -510,13 +510,17 @@ func (c *guardedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// arrive starts the pace of a request whose headers are in.
+func (g *connGuard) arrive(c *guardedConn) {
+	g.mu.Lock()
+	c.reqStart = time.Now()
+	g.mu.Unlock()
+	g.set(c, phaseReading)
+}
+
 func (g *connGuard) set(c *guardedConn, p phase) {
 	g.mu.Lock()
-	now := time.Now()
-	if p == phaseReading && c.phase != phaseReading {
-		c.reqStart = now
-	}
-	c.phase, c.since = p, now
+	c.phase, c.since = p, time.Now()
 	if p != phaseBusy {
 		g.freed.Signal()
 	}
@@ -557,7 +561,13 @@ func (g *connGuard) connState(c net.Conn, state http.ConnState) {
 	}
 	switch state {
 	case http.StateActive:
-		g.set(gc, phaseReading)
+		// A request's headers are in: its body is paced from now. Not
+		// from the accept: a client may keep a connection it dialed
+		// ahead in its pool for long before the first request on it
+		// (the API server's transport does, in every burst of new
+		// connections), and that request's body would find its time
+		// already spent.
+		g.arrive(gc)
 	case http.StateIdle:
 		g.set(gc, phaseIdle)
 	}

@@ -19,8 +19,9 @@ import (
 // monitoring), which dsguard's control-plane-toleration rule denies. A 403
 // from dsguard's daemonsets.dsguard.io entry means the request went through;
 // any other outcome (a TLS or connection failure, a timeout, no webhook) is
-// returned as an error.
-func (c *Cluster) ThroughDsguard(kube kubernetes.Interface) (func(context.Context) error, error) {
+// returned as an error. Each change edits the DaemonSet sent, as long as
+// the rule still denies it.
+func (c *Cluster) ThroughDsguard(kube kubernetes.Interface, changes ...func(*appsv1.DaemonSet)) (func(context.Context) error, error) {
 	data, err := os.ReadFile(filepath.Join(c.Root, "examples", "node-exporter.yaml"))
 	if err != nil {
 		return nil, err
@@ -28,6 +29,9 @@ func (c *Cluster) ThroughDsguard(kube kubernetes.Interface) (func(context.Contex
 	var ds appsv1.DaemonSet
 	if err := yaml.Unmarshal(data, &ds); err != nil {
 		return nil, err
+	}
+	for _, change := range changes {
+		change(&ds)
 	}
 	return func(ctx context.Context) error {
 		_, err := kube.AppsV1().DaemonSets(ds.Namespace).Create(ctx, &ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
