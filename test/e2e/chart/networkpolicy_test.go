@@ -37,8 +37,7 @@ func TestInstallTimeLookups(t *testing.T) {
 	for _, h := range helms() {
 		t.Run(h.name, func(t *testing.T) {
 			r := helm(t, h, "install", "lookups", "charts/dsguard", "--namespace", ns, "--dry-run=server",
-				"--set", "networkPolicy.webhookFromAPIServer=true", "--set", "tls.mode=selfManaged",
-				"--set", "webhook.apiServerAddressesFromEndpoints=true")
+				"--set", "networkPolicy.webhookFromAPIServer=true", "--set", "tls.mode=selfManaged")
 			if r.Err != nil {
 				t.Fatal(r.Error())
 			}
