@@ -18,6 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // fromAddress is a TLS client whose connections leave from the loopback
@@ -192,4 +193,94 @@ func TestNodeChange_UnverifiedIsJudgedButCountedApart(t *testing.T) {
 	if got := testutil.CollectAndCount(m.Findings); got != 0 {
 		t.Errorf("findings series moved by an unverified review: %d", got)
 	}
+}
+
+// TestServer_OnlyTheAPIServerMovesRequestMetrics: controller-runtime's
+// per-webhook series (requests by code, latency) count the requests of the
+// API server, told apart by its certificate or, without client
+// authentication, by its address once seen there; a caller that is not is
+// answered all the same, uncounted.
+func TestServer_OnlyTheAPIServerMovesRequestMetrics(t *testing.T) {
+	pki := newTestPKI(t)
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		fmt.Fprint(w, "answered")
+	})
+	certClient := func(cert *tls.Certificate) *http.Client {
+		cfg := &tls.Config{RootCAs: pki.pool}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	tests := []struct {
+		name    string
+		opts    ServerOptions
+		path    string
+		callers []*http.Client
+		want    float64 // requests counted of len(callers)
+	}{
+		{"client auth: the API server's certificate, none, another identity's", ServerOptions{ClientCAFile: pki.caFile},
+			"/counted-by-certificate", []*http.Client{certClient(&pki.client), certClient(nil), certClient(&pki.impostor), certClient(&pki.client)}, 2},
+		{"by address: before the API server is seen, from it, from elsewhere",
+			ServerOptions{APIServerAddresses: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}},
+			"/counted-by-address", []*http.Client{fromAddress(pki, "127.0.0.3"), fromAddress(pki, "127.0.0.2"), fromAddress(pki, "127.0.0.3"), fromAddress(pki, "127.0.0.2")}, 3},
+		{"no way to tell: every request counts", ServerOptions{},
+			"/counted-always", []*http.Client{fromAddress(pki, "127.0.0.3"), fromAddress(pki, "127.0.0.2")}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := startTestServer(t, pki, tt.opts, nil, func(s *Server) { s.Register(tt.path, echo) })
+			for i, c := range tt.callers {
+				resp, err := c.Post("https://"+addr+tt.path, "application/json", strings.NewReader(`{}`))
+				if err != nil {
+					t.Fatalf("caller %d: %v", i, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				c.CloseIdleConnections()
+				if string(b) != "answered" {
+					t.Errorf("caller %d: %q, want it answered", i, b)
+				}
+			}
+			if got := crRequests(t, tt.path); got != tt.want {
+				t.Errorf("controller_runtime_webhook_requests_total{webhook=%q} = %v, want %v of %d", tt.path, got, tt.want, len(tt.callers))
+			}
+			if got := crLatencyCount(t, tt.path); got != tt.want {
+				t.Errorf("controller_runtime_webhook_latency_seconds_count{webhook=%q} = %v, want %v", tt.path, got, tt.want)
+			}
+		})
+	}
+}
+
+// crRequests and crLatencyCount read controller-runtime's per-webhook
+// series for path from its registry.
+func crRequests(t *testing.T, path string) float64 {
+	return crSum(t, "controller_runtime_webhook_requests_total", path)
+}
+
+func crLatencyCount(t *testing.T, path string) float64 {
+	return crSum(t, "controller_runtime_webhook_latency_seconds", path)
+}
+
+func crSum(t *testing.T, name, path string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					total += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return total
 }

@@ -109,8 +109,12 @@ const (
 // request body and accepts connections without limit).
 type Server struct {
 	crwebhook.Server
-	opts    ServerOptions
-	evicted func() // called per evicted connection; may be nil
+	// uncounted serves the same handlers without controller-runtime's
+	// request metrics, for callers that are not known to be the API
+	// server (see Register).
+	uncounted *http.ServeMux
+	opts      ServerOptions
+	evicted   func() // called per evicted connection; may be nil
 
 	mu       sync.Mutex
 	started  bool
@@ -145,7 +149,30 @@ func NewServer(opts ServerOptions, onEvict func()) *Server {
 	// The inner server only registers handlers (with controller-runtime's
 	// per-webhook metrics); it is never started.
 	inner := crwebhook.NewServer(crwebhook.Options{Host: opts.Host, Port: opts.Port})
-	return &Server{Server: inner, opts: opts, evicted: onEvict}
+	return &Server{Server: inner, uncounted: http.NewServeMux(), opts: opts, evicted: onEvict}
+}
+
+// Register puts hook at path, counted in controller-runtime's per-webhook
+// request metrics (latency, codes, in flight) only when the API server is
+// the caller: with client authentication, a caller that did not present its
+// certificate; without, one outside the API server's addresses once the API
+// server was seen there. A forged review is still answered, but neither
+// moves the series that dashboards and alerts read nor the verdict counts.
+func (s *Server) Register(path string, hook http.Handler) {
+	s.Server.Register(path, hook)
+	s.uncounted.Handle(path, hook)
+}
+
+// byCaller sends a request to the counted or the uncounted handlers.
+func (s *Server) byCaller(clientAuth bool) http.Handler {
+	counted := s.WebhookMux()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (clientAuth && !Authenticated(r.Context())) || Unverified(r.Context()) {
+			s.uncounted.ServeHTTP(w, r)
+			return
+		}
+		counted.ServeHTTP(w, r)
+	})
 }
 
 // tlsConfig builds the TLS configuration: the options, a certificate
@@ -229,7 +256,7 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
 		ConnState:         guard.connState,
-		Handler:           guard.track(s.closeWhenDraining(s.WebhookMux())),
+		Handler:           guard.track(s.closeWhenDraining(s.byCaller(auth != nil))),
 		MaxHeaderBytes:    64 << 10, // a review's headers are a few hundred bytes
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,

@@ -30,7 +30,8 @@ import (
 // DaemonSet must still be judged by that dsguard (its warned decisions
 // count them), none of its refusals may be the API server's, the flood's
 // are counted as its own, and a review forged from a Pod's address after
-// the API server was seen counts as unverified, not as a decision.
+// the API server was seen counts as unverified, not as a decision, and
+// moves no request series.
 func TestStalledBodyFlood_WithoutClientAuth(t *testing.T) {
 	port, health, metricsPort := freePort(t), freePort(t), freePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -165,6 +166,13 @@ webhooks:
 	}
 	if n := delta("dsguard_admission_decisions_total", `result="unverified"`); n != 1 {
 		t.Errorf("the forged review: decisions{result=\"unverified\"} moved by %v, want 1", n)
+	}
+	// Nor does it move controller-runtime's request series (latency,
+	// codes): only the API server's reviews reached them.
+	for _, series := range []string{"controller_runtime_webhook_requests_total", "controller_runtime_webhook_latency_seconds_count"} {
+		if n := delta(series, `webhook="/validate-daemonset"`); n != reviews {
+			t.Errorf("%s{webhook=\"/validate-daemonset\"} moved by %v, want %d: the API server's reviews and not the forged one", series, n, reviews)
+		}
 	}
 	t.Logf("flood: %d stalled bodies sent; refusals of the flood %v", held.Load(), delta("dsguard_webhook_refusals_total", `caller="unknown"`))
 }
