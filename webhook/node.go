@@ -229,5 +229,10 @@ func namedLine(prefix string, names []string, suffix string) string {
 			return line
 		}
 	}
-	return oneLine(prefix + fmt.Sprintf("%d DaemonSets", len(names)) + suffix)
+	// One name too long for a line of its own is counted as well.
+	counted := fmt.Sprintf("%d DaemonSets", len(names))
+	if len(names) == 1 {
+		counted = "1 DaemonSet"
+	}
+	return oneLine(prefix + counted + suffix)
 }
