@@ -153,14 +153,14 @@ a group is the nodes of one pool that every DaemonSet treats alike.
 // comment.
 func (m *Map) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### dsguard coverage: %s\n\n", m.Title)
+	fmt.Fprintf(&b, "### dsguard coverage: %s\n\n", markdownCell(m.Title))
 	fmt.Fprintf(&b, "%d nodes, %d DaemonSets", m.Nodes, len(m.Agents))
 	if !m.Live {
 		b.WriteString(" (predicted from the manifests)")
 	}
 	b.WriteString("\n\n" + markdownHeader)
 	for i, a := range m.Agents {
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %d | %s |\n", markdownCell(a.ID()), covered(a), a.Counts[Pending], a.Counts[Misscheduled],
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s |\n", markdownCode(a.ID()), covered(a), a.Counts[Pending], a.Counts[Misscheduled],
 			reasonList(skipReasons(m, i), nil))
 	}
 	_, err := io.WriteString(w, b.String())
@@ -170,9 +170,45 @@ func (m *Map) WriteMarkdown(w io.Writer) error {
 // markdownHeader heads both Markdown tables.
 const markdownHeader = "| DaemonSet | covered | pending | misscheduled | skipped |\n|---|---|---|---|---|\n"
 
-// markdownCell keeps a table cell one cell: no pipes or newlines.
+// markdownCell is s as plain text in a table cell: one line, and every
+// character that opens inline markup (emphasis, code, links and images,
+// HTML, entities, strikethrough, cell breaks) escaped. Names and reasons come from manifests, which nobody validated:
+// a DaemonSet named to look like a link or an image must print as its name.
 func markdownCell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case strings.ContainsRune("\\`*_[]<>|~&", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// markdownCode is s as a code span in a table cell: fenced by more
+// backticks than any run in s (so that s cannot close it), on one line,
+// with pipes escaped (GitHub splits cells before it reads code spans).
+func markdownCode(s string) string {
+	s = strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
+	run, longest := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
 }
 
 // WriteMarkdownChange writes, for a pull-request comment, how coverage
@@ -181,7 +217,7 @@ func markdownCell(s string) string {
 // counts or skip reasons differ.
 func WriteMarkdownChange(w io.Writer, before, after *Map) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### dsguard coverage change: %s → %s\n\n", before.Title, after.Title)
+	fmt.Fprintf(&b, "### dsguard coverage change: %s → %s\n\n", markdownCell(before.Title), markdownCell(after.Title))
 	rows := 0
 	table := func() {
 		if rows == 0 {
@@ -199,7 +235,7 @@ func WriteMarkdownChange(w io.Writer, before, after *Map) error {
 		j, ok := was[a.Key()]
 		if !ok {
 			table()
-			fmt.Fprintf(&b, "| `%s` (new) | %d | %d | %d | %s |\n", a.Key(), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
+			fmt.Fprintf(&b, "| %s (new) | %d | %d | %d | %s |\n", markdownCode(a.Key()), a.Counts[Covered], a.Counts[Pending], a.Counts[Misscheduled],
 				reasonList(skipReasons(after, i), nil))
 			continue
 		}
@@ -210,14 +246,14 @@ func WriteMarkdownChange(w io.Writer, before, after *Map) error {
 			continue
 		}
 		table()
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", a.Key(), change(old.Counts[Covered], a.Counts[Covered]),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", markdownCode(a.Key()), change(old.Counts[Covered], a.Counts[Covered]),
 			change(old.Counts[Pending], a.Counts[Pending]), change(old.Counts[Misscheduled], a.Counts[Misscheduled]),
 			reasonList(newSkips, oldSkips))
 	}
 	for _, c := range before.Agents {
 		if !seen[c.Key()] {
 			table()
-			fmt.Fprintf(&b, "| `%s` (gone) | %d → 0 | | | |\n", c.Key(), c.Counts[Covered])
+			fmt.Fprintf(&b, "| %s (gone) | %d → 0 | | | |\n", markdownCode(c.Key()), c.Counts[Covered])
 		}
 	}
 	if rows == 0 {
