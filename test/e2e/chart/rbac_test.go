@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
 
@@ -73,7 +74,9 @@ var rbacMatrix = []canI{
 	{verb: "list", resource: "priorityclasses.scheduling.k8s.io", want: true},
 	{verb: "watch", resource: "priorityclasses.scheduling.k8s.io", want: true},
 	{verb: "create", resource: "reports.openreports.io", namespace: "monitoring", want: true},
-	{verb: "update", resource: "reports.openreports.io", namespace: "monitoring", want: true},
+	{verb: "get", resource: "reports.openreports.io/" + audit.ReportName, namespace: "monitoring", want: true},
+	{verb: "update", resource: "reports.openreports.io/" + audit.ReportName, namespace: "monitoring", want: true},
+	{verb: "delete", resource: "reports.openreports.io/" + audit.ReportName, namespace: "monitoring", want: true},
 	// The secure metrics filter.
 	{verb: "create", resource: "tokenreviews.authentication.k8s.io", want: true},
 	{verb: "create", resource: "subjectaccessreviews.authorization.k8s.io", want: true},
@@ -83,6 +86,11 @@ var rbacMatrix = []canI{
 	{verb: "get", resource: "secrets", namespace: rbacNamespace},
 	{verb: "list", resource: "secrets", namespace: rbacNamespace},
 	{verb: "watch", resource: "secrets", namespace: rbacNamespace},
+	// no other Report read, replaced or removed, nor any listed,
+	{verb: "get", resource: "reports.openreports.io/someone-elses", namespace: "monitoring"},
+	{verb: "update", resource: "reports.openreports.io/someone-elses", namespace: "monitoring"},
+	{verb: "delete", resource: "reports.openreports.io/someone-elses", namespace: "monitoring"},
+	{verb: "list", resource: "reports.openreports.io", namespace: "-A"},
 	// no writes to DaemonSets (nor their status),
 	{verb: "create", resource: "daemonsets.apps", namespace: "monitoring"},
 	{verb: "update", resource: "daemonsets.apps", namespace: "monitoring"},
