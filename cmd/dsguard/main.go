@@ -54,7 +54,7 @@ func newRootCommand() *cobra.Command {
 		// completion then speak of the command the user typed.
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dsguard"}
 	}
-	root.AddCommand(newCheckCommand(), newRulesCommand(), newVersionCommand())
+	root.AddCommand(newCheckCommand(), newTestCommand(), newRulesCommand(), newVersionCommand())
 	root.AddCommand(clusterCommands()...)
 	return root
 }
