@@ -18,6 +18,10 @@ type CELCheck struct {
 	// Message is a CEL string expression on object, one line: what the
 	// webhook says, as far as CEL can say it.
 	Message string
+	// IntroducedMessage, when set, is Message about the first finding the
+	// update introduces (Introduced holds): what a ratcheted deny names,
+	// where Message could name a finding the old object already had.
+	IntroducedMessage string
 	// Variables are policy variables (name, expression) the expressions
 	// above refer to as variables.<name>.
 	Variables [][2]string

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +149,9 @@ func TestRender_GivesTheWebhooksVerdicts(t *testing.T) {
 				if got != want {
 					t.Errorf("%s: webhook %s %q, generated policies %s %q", what, want, webhookMsgs, got, msgs)
 				}
+				if got == "deny" && want == "deny" {
+					sameContainers(t, what, webhookMsgs, msgs)
+				}
 			}
 			for _, s := range subs {
 				for _, ns := range testNamespaces {
@@ -176,6 +180,32 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 			if !yield(k) {
 				return
 			}
+		}
+	}
+}
+
+// containerFinding is the rule and container field a message starts with.
+var containerFinding = regexp.MustCompile(`\[([a-z-]+)\] (spec\.template\.spec\.(?:initContainers|containers)\[\d+\][^:]*):`)
+
+// sameContainers: a generated policy's deny that names a container names
+// one the webhook's deny names for that rule, on an update too, where
+// ratcheting denies what the update introduces, not what was already there.
+func sameContainers(t *testing.T, what string, webhookMsgs, msgs []string) {
+	t.Helper()
+	named := map[string]bool{}
+	for _, m := range webhookMsgs {
+		for _, f := range containerFinding.FindAllStringSubmatch(m, -1) {
+			named[f[1]+" "+f[2]] = true
+		}
+	}
+	for _, m := range msgs {
+		f := containerFinding.FindStringSubmatch(m)
+		// The ratcheted twins' warnings name what was already there.
+		if f == nil || strings.Contains(m, "(not denied on this update") || !strings.Contains(strings.Join(webhookMsgs, "\n"), "["+f[1]+"]") {
+			continue
+		}
+		if !named[f[1]+" "+f[2]] {
+			t.Errorf("%s: a generated policy's deny names %s for %s, which the webhook's does not:\n  policy: %s\n  webhook: %q", what, f[2], f[1], m, webhookMsgs)
 		}
 	}
 }

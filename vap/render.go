@@ -177,7 +177,13 @@ func units(rule string, t tier, checks []policy.CELCheck, ratcheting bool) []uni
 			softened.variables = append(softened.variables, vars...)
 			denies := fmt.Sprintf("variables.%s && (oldObject == null || !has(object.metadata.deletionTimestamp) && object.spec != oldObject.spec && %s)",
 				finding, introduced)
-			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", c.Message})
+			denyMessage := c.Message
+			if ratcheting && c.IntroducedMessage != "" {
+				// With ratcheting an update is denied for what it
+				// introduces, which need not be the first finding.
+				denyMessage = c.IntroducedMessage
+			}
+			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", denyMessage})
 			softened.validations = append(softened.validations, [2]string{
 				fmt.Sprintf("!variables.%s || oldObject == null || (%s)", finding, denies),
 				c.Message + " + ' (not denied on this update: ' + (has(object.metadata.deletionTimestamp) ? 'the DaemonSet is being deleted' : " +

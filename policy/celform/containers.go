@@ -39,8 +39,16 @@ func ContainerCheck(rule, list, field string, pred func(c, o string) string, tex
 		Lit("[" + rule + "] spec.template.spec." + list + "["), "string(i)", Lit("]" + field + ": "),
 		Noun(list, c), `' "' + ` + c + `.name + '" '`, text(c), "'; fix: '", fix(c),
 	}, " + ")
-	msg := fmt.Sprintf("[%[1]s.transformList(i, x, %[2]s, i)[0]].map(i, [%[1]s[i]].map(c, %[3]s)[0])[0]", l, pred("x", "object"), body)
-	return PerItem(policy.ActionDeny, []string{"spec.template.spec." + list}, pred, msg)
+	msg := func(first string) string {
+		return fmt.Sprintf("[%[1]s.transformList(i, x, %[2]s, i)[0]].map(i, [%[1]s[i]].map(c, %[3]s)[0])[0]", l, first, body)
+	}
+	check := PerItem(policy.ActionDeny, []string{"spec.template.spec." + list}, pred, msg(pred("x", "object")))
+	// On an update, the first container whose finding the old object's
+	// container at the same index lacks: the one the ratcheted deny is for.
+	old := PodSpec("oldObject") + "." + list
+	check.IntroducedMessage = msg(fmt.Sprintf("(%s && !(oldObject != null && has(%s) && i < size(%s) && %s))",
+		pred("x", "object"), old, old, pred(old+"[i]", "oldObject")))
+	return check
 }
 
 // RollingValue renders maxSurge or maxUnavailable (name) of o as CEL: an
