@@ -1,8 +1,11 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/coverage/fit"
@@ -16,15 +19,25 @@ const placementNames = 10
 func WritePlacement(b *strings.Builder, p *coverage.Placement, indent string) {
 	fmt.Fprintf(b, "%sruns on %d of %d nodes%s\n", indent, p.RunsOn, p.Nodes, nameList(p.RunsOnNodes))
 	for _, s := range p.Skips {
-		note := ""
+		note, names := "", nameList(s.Nodes)
 		if s.Transient {
-			note = " (transient: expected while a node joins, fails or is scaled away)"
+			note = fmt.Sprintf(" (lifecycle: %s; not a coverage gap)", cmp.Or(s.Lifecycle, "expected while a node joins or leaves"))
+			names = nameListWith(s.Nodes, func(n string) string {
+				if d, ok := s.TaintedFor[n]; ok {
+					return fmt.Sprintf("%s (for %s)", n, duration.HumanDuration(d.Duration))
+				}
+				return n
+			})
 		}
-		fmt.Fprintf(b, "%sskips %d: %s%s%s\n", indent, s.Count, s.Reason, note, nameList(s.Nodes))
+		fmt.Fprintf(b, "%sskips %d: %s%s%s\n", indent, s.Count, s.Reason, note, names)
 	}
 }
 
-func nameList(names []string) string {
+func nameList(names []string) string { return nameListWith(names, nil) }
+
+// nameListWith is nameList showing each name as shows returns it (nil: as
+// it is).
+func nameListWith(names []string, shows func(string) string) string {
 	if len(names) == 0 {
 		return ""
 	}
@@ -32,6 +45,13 @@ func nameList(names []string) string {
 	if len(names) > placementNames {
 		more = fmt.Sprintf(" and %d more", len(names)-placementNames)
 		names = names[:placementNames]
+	}
+	if shows != nil {
+		shown := make([]string, len(names))
+		for i, n := range names {
+			shown[i] = shows(n)
+		}
+		names = shown
 	}
 	return ": " + strings.Join(names, ", ") + more
 }

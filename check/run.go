@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dsguard/dsguard/coverage"
 	"github.com/dsguard/dsguard/policy"
@@ -28,6 +29,10 @@ type Input struct {
 	// FitNote says whether and from what resource fit was predicted
 	// (Env.Fit); it joins the report's notes.
 	FitNote string
+	// TaintTimes are when the nodes of Env.Nodes got their taints, where
+	// they say: a placement shows how long each node has carried a
+	// lifecycle taint.
+	TaintTimes coverage.TaintTimes
 	// Previous are the DaemonSets as they stand in the cluster, by
 	// namespace/name (kubectl get ds -o yaml, status included): a
 	// DaemonSet checked is then judged as an UPDATE of its namesake, and
@@ -75,6 +80,9 @@ func Run(in Input) (*Results, error) {
 		ns := cmp.Or(d.DaemonSet.Namespace, in.Namespace)
 		env.Previous = in.Previous[ns+"/"+d.DaemonSet.Name]
 		res := judge(d, env, in.Namespace)
+		if res.Placement != nil && len(in.TaintTimes) > 0 {
+			res.Placement.NoteTaintTimes(in.TaintTimes, env.Now)
+		}
 		if in.Stream != nil {
 			if streamErr = in.Stream(&res); streamErr != nil {
 				return
@@ -110,6 +118,10 @@ func Run(in Input) (*Results, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("groups not checked offline: %s exemption or intended-coverage annotations; "+
 			"RBAC (exemptions.grantedByRBAC) and exemptions.allowedGroups decide at admission who may add or change them, and check does not know who will apply them",
 			countDaemonSets(gated, "carries", "carry")))
+	}
+	if n := lifecycleDeclarations(rd.Skipped); n > 0 && in.Env.Nodes != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s among the manifests declare lifecycle taints and were not read for them: "+
+			"only the --nodes file's NodePools and NodeReadinessRules are (add them there)", plural(n, "object")))
 	}
 	if in.FitNote != "" {
 		r.Notes = append(r.Notes, in.FitNote)
@@ -147,6 +159,23 @@ func judge(d manifest.DaemonSet, env policy.Env, namespace string) Result {
 func (r *Result) Fails(failOn policy.Action) bool {
 	v := r.Verdict()
 	return v == VerdictDeny || (failOn == policy.ActionWarn && v == VerdictWarn)
+}
+
+// lifecycleDeclarations counts the skipped objects that declare lifecycle
+// taints (Karpenter NodePools, NodeReadinessRules), from the reader's counts
+// by apiVersion/kind.
+func lifecycleDeclarations(skipped map[string]int) int {
+	n := 0
+	for typ, count := range skipped {
+		i := strings.LastIndex(typ, "/")
+		if i < 0 {
+			continue
+		}
+		if gvk := schema.FromAPIVersionAndKind(typ[:i], typ[i+1:]); coverage.DeclaresLifecycleTaints(gvk.Group, gvk.Kind) {
+			n += count
+		}
+	}
+	return n
 }
 
 // countDaemonSets is "1 DaemonSet <one>" or "N DaemonSets <many>".

@@ -38,9 +38,12 @@ type Skip struct {
 	Kind SkipKind
 	// Taint is the first untolerated taint, for SkipTaint.
 	Taint corev1.Taint
-	// Transient marks taints a node carries while joining, failing or being
-	// scaled away: they count in predictions but never raise a finding.
+	// Transient marks a lifecycle taint (see Lifecycle), which a node carries
+	// while it joins, bootstraps, fails, is disrupted or shuts down: it
+	// counts in predictions but never raises a finding.
 	Transient bool
+	// Lifecycle says why nodes carry that taint, for a lifecycle taint.
+	Lifecycle string
 	// Count is the number of nodes skipped.
 	Count int
 	// runs name the skipped nodes as runs of class members, merged into
@@ -132,8 +135,8 @@ func (c *Coverage) Skipped(kinds ...SkipKind) int {
 }
 
 // Gaps returns the skips that count as coverage gaps: nodes left out by an
-// untolerated taint that is not transient. The rules, the audit and the
-// auditor's Events all mean these when they speak of a gap.
+// untolerated taint that is not a lifecycle taint. The rules, the audit and
+// the auditor's Events all mean these when they speak of a gap.
 func (c *Coverage) Gaps() []Skip {
 	var out []Skip
 	for _, s := range c.Skips {
@@ -156,25 +159,17 @@ func NodesIn(skips []Skip) int {
 	return n
 }
 
-// transientTaints come and go with a node's life (joining, failing, being
-// scaled away); they must never make dsguard warn, deny or fire an Event.
-var transientTaints = map[string]bool{
-	corev1.TaintNodeNotReady:                         true,
-	corev1.TaintNodeUnreachable:                      true,
-	"node.cloudprovider.kubernetes.io/uninitialized": true,
-	"ToBeDeletedByClusterAutoscaler":                 true,
-}
-
 // Predict reproduces the DaemonSet controller's placement decision
 // (nodeShouldRunDaemonPod in pkg/controller/daemon): a node counts when the
 // template's nodeName is empty or names it, the required node affinity
 // (nodeSelector included) matches, and no NoSchedule or NoExecute taint is
 // left untolerated by the template's tolerations plus those the controller
 // adds. spec.unschedulable (cordon) plays no part: daemon Pods tolerate it.
+// A skip for a taint of the snapshot's lifecycle catalogue is marked so.
 func Predict(ds *appsv1.DaemonSet, nodes *NodeSnapshot) Coverage {
 	cov := Coverage{Total: nodes.Len()}
 	spec := &ds.Spec.Template.Spec
-	p := predictor{spec: spec, tolerations: daemonTolerations(spec)}
+	p := predictor{spec: spec, tolerations: daemonTolerations(spec), lifecycle: nodes.Lifecycle()}
 	switch {
 	case spec.NodeName != "" || nodes.looksAtNodeIdentity(spec):
 		p.affinity = nodeaffinity.NewRequiredNodeAffinity(spec.NodeSelector, spec.Affinity)
@@ -318,6 +313,7 @@ type predictor struct {
 	affinity    nodeaffinity.RequiredNodeAffinity
 	relaxed     *nodeaffinity.RequiredNodeAffinity
 	tolerations []corev1.Toleration
+	lifecycle   *Lifecycle
 	groups      []Skip
 	// byReason finds a group once there are more than groupIndexFrom.
 	byReason map[skipReason]int
@@ -355,7 +351,7 @@ func (p *predictor) group(kind SkipKind, taint *corev1.Taint) int {
 	}
 	s := Skip{Kind: kind, Taint: reason.taint}
 	if taint != nil {
-		s.Transient = transientTaints[taint.Key]
+		s.Lifecycle, s.Transient = p.lifecycle.Reason(taint.Key)
 	}
 	p.groups = append(p.groups, s)
 	switch n := len(p.groups); {

@@ -22,8 +22,10 @@ func skipTaint(t corev1.Taint, nodes ...string) Skip {
 	return Skip{Kind: SkipTaint, Taint: t}.WithNodes(nodes...)
 }
 
-func skipTransient(t corev1.Taint, nodes ...string) Skip {
-	return Skip{Kind: SkipTaint, Taint: t, Transient: true}.WithNodes(nodes...)
+// skipLifecycle is a skip for a taint of the built-in lifecycle catalogue.
+func skipLifecycle(t corev1.Taint, nodes ...string) Skip {
+	reason, _ := builtinLifecycle.Reason(t.Key)
+	return Skip{Kind: SkipTaint, Taint: t, Transient: true, Lifecycle: reason}.WithNodes(nodes...)
 }
 
 // named returns c with every skip naming its nodes outright, so that two
@@ -54,7 +56,7 @@ func describeCoverage(c Coverage) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "total %d, eligible %d, %d skip groups", c.Total, c.Eligible, len(c.Skips))
 	for _, s := range c.Skips {
-		fmt.Fprintf(&b, "\n    %s taint=%q transient=%v %v", s.Kind, s.Taint.ToString(), s.Transient, s.Nodes())
+		fmt.Fprintf(&b, "\n    %s taint=%q lifecycle=%v %q %v", s.Kind, s.Taint.ToString(), s.Transient, s.Lifecycle, s.Nodes())
 	}
 	return b.String()
 }
@@ -280,7 +282,7 @@ func TestPredictCoverage(t *testing.T) {
 				nodeLife("ur-1", testobj.NoExecute(corev1.TaintNodeUnreachable)),
 			},
 			eligible: 2},
-		{name: "not-ready and unreachable NoSchedule are not tolerated, and transient",
+		{name: "not-ready and unreachable NoSchedule are not tolerated, and lifecycle taints",
 			ds: testobj.DS(noTolerations),
 			nodes: []any{
 				nodeLife("nr-1", testobj.NoSchedule(corev1.TaintNodeNotReady)),
@@ -288,8 +290,8 @@ func TestPredictCoverage(t *testing.T) {
 				nodeLife("ur-1", testobj.NoSchedule(corev1.TaintNodeUnreachable)),
 			},
 			eligible: 0,
-			skips: []Skip{skipTransient(testobj.NoSchedule(corev1.TaintNodeNotReady), "nr-1", "nr-2"),
-				skipTransient(testobj.NoSchedule(corev1.TaintNodeUnreachable), "ur-1")}},
+			skips: []Skip{skipLifecycle(testobj.NoSchedule(corev1.TaintNodeNotReady), "nr-1", "nr-2"),
+				skipLifecycle(testobj.NoSchedule(corev1.TaintNodeUnreachable), "ur-1")}},
 		{name: "controller tolerates pressure and unschedulable NoSchedule",
 			ds: testobj.DS(noTolerations),
 			nodes: []any{
@@ -312,23 +314,23 @@ func TestPredictCoverage(t *testing.T) {
 				skipTaint(testobj.NoExecute(corev1.TaintNodeMemoryPressure), "mem-1"),
 				skipTaint(testobj.NoExecute(corev1.TaintNodeUnschedulable), "cordon-1"),
 			}},
-		{name: "network-unavailable is not tolerated without hostNetwork",
+		{name: "network-unavailable is not tolerated without hostNetwork, and a lifecycle taint",
 			ds: testobj.DS(noTolerations), nodes: []any{nodeLife("net-1", testobj.NoSchedule(corev1.TaintNodeNetworkUnavailable))},
-			eligible: 0, skips: []Skip{skipTaint(testobj.NoSchedule(corev1.TaintNodeNetworkUnavailable), "net-1")}},
+			eligible: 0, skips: []Skip{skipLifecycle(testobj.NoSchedule(corev1.TaintNodeNetworkUnavailable), "net-1")}},
 		{name: "network-unavailable NoSchedule is tolerated with hostNetwork",
 			ds: testobj.DS(noTolerations, testobj.WithHostNetwork), nodes: []any{nodeLife("net-1", testobj.NoSchedule(corev1.TaintNodeNetworkUnavailable))},
 			eligible: 1},
 		{name: "network-unavailable NoExecute is not tolerated even with hostNetwork",
 			ds: testobj.DS(noTolerations, testobj.WithHostNetwork), nodes: []any{nodeLife("net-1", testobj.NoExecute(corev1.TaintNodeNetworkUnavailable))},
-			eligible: 0, skips: []Skip{skipTaint(testobj.NoExecute(corev1.TaintNodeNetworkUnavailable), "net-1")}},
+			eligible: 0, skips: []Skip{skipLifecycle(testobj.NoExecute(corev1.TaintNodeNetworkUnavailable), "net-1")}},
 		{name: "hostNetwork tolerates nothing else",
 			ds: testobj.DS(noTolerations, testobj.WithHostNetwork), nodes: cluster, eligible: 3,
 			skips: []Skip{skipTaint(gpuTaint, "gpu-1", "gpu-2"), skipTaint(cpTaintNS, "cp-1")}},
 		{name: "spec.unschedulable (cordon) has no effect",
 			ds: testobj.DS(noTolerations), nodes: []any{testobj.PoolNodes("c", 2, testobj.Cordoned), testobj.Node("w-1")}, eligible: 3},
 
-		// Transient taints are flagged, others not.
-		{name: "transient taints are flagged",
+		// Lifecycle taints are flagged, others not.
+		{name: "lifecycle taints are flagged",
 			ds: testobj.DS(noTolerations),
 			nodes: []any{
 				nodeLife("init-1", testobj.NoSchedule("node.cloudprovider.kubernetes.io/uninitialized")),
@@ -341,12 +343,12 @@ func TestPredictCoverage(t *testing.T) {
 			},
 			eligible: 1,
 			skips: []Skip{
-				skipTransient(testobj.NoSchedule("ToBeDeletedByClusterAutoscaler"), "scale-1"),
-				skipTransient(testobj.TaintOf("ToBeDeletedByClusterAutoscaler", "1764430000", corev1.TaintEffectNoSchedule), "scale-2"),
+				skipLifecycle(testobj.NoSchedule("ToBeDeletedByClusterAutoscaler"), "scale-1"),
+				skipLifecycle(testobj.TaintOf("ToBeDeletedByClusterAutoscaler", "1764430000", corev1.TaintEffectNoSchedule), "scale-2"),
 				skipTaint(cpTaintNS, "cp-1"),
-				skipTransient(testobj.NoSchedule("node.cloudprovider.kubernetes.io/uninitialized"), "init-1"),
-				skipTransient(testobj.NoSchedule(corev1.TaintNodeNotReady), "nr-1"),
-				skipTransient(testobj.NoSchedule(corev1.TaintNodeUnreachable), "ur-1"),
+				skipLifecycle(testobj.NoSchedule("node.cloudprovider.kubernetes.io/uninitialized"), "init-1"),
+				skipLifecycle(testobj.NoSchedule(corev1.TaintNodeNotReady), "nr-1"),
+				skipLifecycle(testobj.NoSchedule(corev1.TaintNodeUnreachable), "ur-1"),
 			}},
 
 		// Operating system and architecture.

@@ -49,6 +49,23 @@ type NodeSnapshot struct {
 	}
 	// eligible are the last lists EligibleNodes made on this snapshot.
 	eligible eligibleCache
+	// lifecycle is the lifecycle catalogue predictions mark skips by; nil
+	// is the built-in one.
+	lifecycle *Lifecycle
+}
+
+// SetLifecycle makes l (the built-in catalogue with what the cluster
+// declares, see Lifecycle.With) the catalogue predictions on s mark lifecycle
+// skips by. Call it before s is shared; a NodeSet's snapshots keep the
+// built-in catalogue.
+func (s *NodeSnapshot) SetLifecycle(l *Lifecycle) { s.lifecycle = l }
+
+// Lifecycle returns the lifecycle catalogue predictions on s use.
+func (s *NodeSnapshot) Lifecycle() *Lifecycle {
+	if s.lifecycle == nil {
+		return builtinLifecycle
+	}
+	return s.lifecycle
 }
 
 // nameOrder is every node of a snapshot in name order, and where each

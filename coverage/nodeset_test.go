@@ -35,7 +35,8 @@ func referenceCoverage(ds *appsv1.DaemonSet, nodes []*corev1.Node) Coverage {
 		if !ok {
 			s = &Skip{Kind: kind}
 			if taint != nil {
-				s.Taint, s.Transient = *taint, transientTaints[taint.Key]
+				s.Taint = *taint
+				s.Lifecycle, s.Transient = builtinLifecycle.Reason(taint.Key)
 			}
 			groups[key] = s
 		}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
@@ -36,13 +38,57 @@ type SkipGroup struct {
 	Reason string `json:"reason"`
 	// Taint is the untolerated taint, for kind taint.
 	Taint *corev1.Taint `json:"taint,omitempty"`
-	// Transient marks taints a node carries while joining, failing or being
-	// scaled away (not-ready, unreachable, ...): expected, never a finding.
+	// Transient marks a lifecycle taint, one a node carries while it joins,
+	// bootstraps, fails, is disrupted or shuts down (not-ready,
+	// karpenter.sh/unregistered, node.cilium.io/agent-not-ready, ...):
+	// expected, never a finding.
 	Transient bool `json:"transient,omitempty"`
+	// Lifecycle says why nodes carry that lifecycle taint.
+	Lifecycle string `json:"lifecycle,omitempty"`
 	// Count is len(Nodes).
 	Count int `json:"count"`
 	// Nodes are the skipped nodes' names, sorted.
 	Nodes []string `json:"nodes"`
+	// TaintedFor says, for a lifecycle taint, how long each node that
+	// reports when it got the taint (its timeAdded) has carried it.
+	TaintedFor map[string]metav1.Duration `json:"taintedFor,omitempty"`
+}
+
+// TaintTimes holds when nodes got their taints, for the taints that say
+// (timeAdded, which the API server writes for NoExecute taints): node name,
+// then taint key. A snapshot does not keep it (nodes alike share one class
+// whatever their times), so a caller that shows times collects them.
+type TaintTimes map[string]map[string]time.Time
+
+// Add records the times of n's taints that carry one.
+func (t TaintTimes) Add(name string, taints []corev1.Taint) {
+	for _, taint := range taints {
+		if taint.TimeAdded == nil {
+			continue
+		}
+		if t[name] == nil {
+			t[name] = map[string]time.Time{}
+		}
+		t[name][taint.Key] = taint.TimeAdded.Time
+	}
+}
+
+// NoteTaintTimes sets TaintedFor on the lifecycle skips, as of now.
+func (p *Placement) NoteTaintTimes(times TaintTimes, now time.Time) {
+	for i := range p.Skips {
+		g := &p.Skips[i]
+		if !g.Transient || g.Taint == nil {
+			continue
+		}
+		for _, n := range g.Nodes {
+			if added, ok := times[n][g.Taint.Key]; ok {
+				if g.TaintedFor == nil {
+					g.TaintedFor = map[string]metav1.Duration{}
+				}
+				g.TaintedFor[n] = metav1.Duration{Duration: max(now.Sub(added), 0).Round(time.Second)}
+			}
+		}
+	}
 }
 
 // NewPlacement describes a prediction made on snap, naming the selector
@@ -58,7 +104,7 @@ func NewPlacement(ds *appsv1.DaemonSet, cov *Coverage, snap *NodeSnapshot) *Plac
 		case SkipTaint:
 			taint := s.Taint
 			p.Skips = append(p.Skips, SkipGroup{Kind: s.Kind, Reason: s.Reason(), Taint: &taint, Transient: s.Transient,
-				Count: s.Count, Nodes: s.Nodes()})
+				Lifecycle: s.Lifecycle, Count: s.Count, Nodes: s.Nodes()})
 		case SkipNodeName:
 			p.Skips = append(p.Skips, SkipGroup{Kind: s.Kind, Reason: fmt.Sprintf("spec.template.spec.nodeName is %s", spec.NodeName),
 				Count: s.Count, Nodes: s.Nodes()})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 // WriteCatalogueMarkdown writes the rule catalogue as Markdown. docs/rules.md
@@ -47,8 +49,32 @@ func (reg *Registry) WriteCatalogueMarkdown(w io.Writer) error {
 			}
 		}
 	}
+	writeLifecycleMarkdown(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLifecycleMarkdown says what a lifecycle taint is and lists the
+// built-in ones.
+func writeLifecycleMarkdown(b *strings.Builder) {
+	b.WriteString("\n## Lifecycle taints\n\n" +
+		"A lifecycle taint is one a node carries for a part of its life rather than for what it is: while it joins " +
+		"the cluster, while a node agent that owns the taint (a CNI, a CSI driver, a monitoring agent) gets ready on " +
+		"it, while it fails, is disrupted by an autoscaler or shuts down. A DaemonSet that does not tolerate it " +
+		"skips the node for that while, as the DaemonSet controller counts it, and dsguard's predictions count it " +
+		"too; but it is never a coverage gap: no rule warns or denies for it and the auditor raises no Event. " +
+		"`dsguard check -o wide` shows such a skip as `lifecycle` with its reason and, where the node reports the " +
+		"taint's `timeAdded`, how long each node has carried it (`-o json`: `lifecycle` and `taintedFor`).\n\n" +
+		"The list is the built-in one below, plus:\n\n" +
+		"- the policy's `lifecycleTaints`: taint keys, or prefixes ending in `*` (`example.com/*`);\n" +
+		"- in `dsguard check --nodes DUMP`, the taints the dump's objects declare: the `spec.template.spec.startupTaints` " +
+		"of Karpenter NodePools (`" + coverage.KarpenterGroup + "`) and the `spec.taint` of NodeReadinessRules (`" +
+		coverage.NodeReadinessGroup + "`), whatever their version (`kubectl get nodes,nodepools,nodereadinessrules -o yaml`). " +
+		"The webhook and the in-cluster audit do not read these objects: list their keys in the policy.\n\n" +
+		"| taint key | why nodes carry it |\n|---|---|\n")
+	for _, t := range coverage.BuiltinLifecycle().Taints() {
+		fmt.Fprintf(b, "| `%s` | %s |\n", t, t.Reason)
+	}
 }
 
 // WriteCatalogueText writes the catalogue for a terminal.

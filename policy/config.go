@@ -39,6 +39,10 @@ type Config struct {
 	Bypass BypassConfig `yaml:"bypass"`
 	// Exemptions says which exemption annotations take effect.
 	Exemptions ExemptionsConfig `yaml:"exemptions"`
+	// LifecycleTaints adds to the built-in lifecycle taints, which a node
+	// carries for a while (joining, an agent getting ready) and which never
+	// make a coverage finding: taint keys, or prefixes ending in *.
+	LifecycleTaints []string `yaml:"lifecycleTaints"`
 	// Rules configures each rule by ID.
 	Rules RulesConfig `yaml:"rules"`
 }

@@ -118,6 +118,9 @@ func (env *Env) Coverage(ds *appsv1.DaemonSet) *coverage.Coverage {
 	c := env.judged(ds)
 	if c.coverage == nil && c.tooLarge == "" {
 		cov := coverage.Predict(ds, env.Nodes)
+		if env.Policy != nil && env.Policy.lifecycle != nil {
+			cov.MarkLifecycle(env.Policy.lifecycle)
+		}
 		c.coverage = &cov
 	}
 	return c.coverage

@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 // Policy is a validated, compiled policy, ready to evaluate DaemonSets. It is
@@ -19,6 +21,7 @@ type Policy struct {
 	bypassUsers          []string
 	bypassGroups         []string
 	exemptions           ExemptionsConfig
+	lifecycle            *coverage.Lifecycle
 	rules                []ruleSettings
 	byID                 map[string]*ruleSettings
 }
@@ -106,7 +109,8 @@ func Compile(c *Config) (*Policy, error) {
 			AllowedGroups:     append([]string(nil), c.Exemptions.AllowedGroups...),
 			AllowedNamespaces: append([]string(nil), c.Exemptions.AllowedNamespaces...),
 		},
-		byID: map[string]*ruleSettings{},
+		lifecycle: compileLifecycle(c.LifecycleTaints),
+		byID:      map[string]*ruleSettings{},
 	}
 	for _, ne := range c.NamespaceEnforcement {
 		p.namespaceEnforcement = append(p.namespaceEnforcement, namespaceEnforcement{

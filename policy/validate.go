@@ -50,6 +50,7 @@ func ValidateConfig(c *Config) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateExemptions(&c.Exemptions, field.NewPath("exemptions"))...)
+	errs = append(errs, validateLifecycleTaints(c.LifecycleTaints, field.NewPath("lifecycleTaints"))...)
 	nsPath := field.NewPath("namespaceEnforcement")
 	for i, ne := range c.NamespaceEnforcement {
 		p := nsPath.Index(i)

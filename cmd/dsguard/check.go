@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/coverage"
@@ -161,6 +162,7 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error
 		}
 		in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
 		in.FitNote = nodes.fitNote
+		in.TaintTimes = nodes.taintTimes
 	}
 	var writers check.Tee
 	for _, out := range outputs {
@@ -293,7 +295,7 @@ func (o *checkOptions) mapBefore(cmd *cobra.Command, in check.Input, format stri
 			// The same manifests judged again on the old nodes, quietly:
 			// only their placements are kept.
 			again := &mapWriter{in: coveragemap.Input{Nodes: old.snap.All(), PoolLabel: o.poolLabel, Title: o.previousNodes}}
-			in.Env.Nodes, in.Env.Fit, in.Stream = old.snap, nil, again.Result
+			in.Env.Nodes, in.Env.Fit, in.Stream, in.TaintTimes = old.snap, nil, again.Result, old.taintTimes
 			if _, err := check.Run(in); err != nil {
 				return nil, fmt.Errorf("--previous-nodes: %w", err)
 			}
@@ -372,6 +374,8 @@ type nodeInput struct {
 	fitNote string
 	// daemonSets are the dump's DaemonSets (kubectl get ...,daemonsets).
 	daemonSets []*appsv1.DaemonSet
+	// taintTimes are when the nodes got the taints that say.
+	taintTimes coverage.TaintTimes
 }
 
 // readNodes reads a node set file: dsguard nodes' output, kubectl get nodes
@@ -386,6 +390,11 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 	var podErr error
 	pods := 0
 	var records []coverage.NodeRecord
+	in.taintTimes = coverage.TaintTimes{}
+	// The lifecycle taints the dump's NodePools and NodeReadinessRules
+	// declare, which predictions on its nodes mark as such.
+	var declared []coverage.LifecycleTaint
+	var declErr error
 	rd := &manifest.Reader{
 		Stdin: stdin,
 		OnNode: func(n *corev1.Node) {
@@ -393,6 +402,14 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 			// nodes alike; the records live until the snapshot is built.
 			f := b.AddNode(n)
 			records = append(records, coverage.NodeRecord{Name: f.Name, Labels: f.Labels, Hostname: f.Hostname, Taints: n.Spec.Taints})
+			in.taintTimes.Add(f.Name, n.Spec.Taints)
+		},
+		OnTaintDeclaration: func(obj *unstructured.Unstructured) {
+			taints, err := coverage.DeclaredLifecycleTaints(obj)
+			if err != nil && declErr == nil {
+				declErr = err
+			}
+			declared = append(declared, taints...)
 		},
 		OnPod: func(p *corev1.Pod) {
 			pods++
@@ -413,10 +430,14 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 	if podErr != nil {
 		return nil, fmt.Errorf("%s: %w", file, podErr)
 	}
+	if declErr != nil {
+		return nil, fmt.Errorf("%s: %w", file, declErr)
+	}
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%s holds no Node objects (want the output of dsguard nodes or kubectl get nodes -o yaml)", file)
 	}
 	in.snap = coverage.NewNodeSnapshotOf(records)
+	in.snap.SetLifecycle(coverage.BuiltinLifecycle().With(declared))
 	cluster := b.Build()
 	switch {
 	case pods == 0:

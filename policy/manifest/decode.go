@@ -13,8 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dsguard/dsguard/coverage"
 )
 
 // Location names where an object came from.
@@ -277,6 +280,11 @@ func (rd *Reader) decodeObjectAs(loc Location, src source, data []byte, depth in
 		var ns corev1.Namespace
 		if decodeInto(rd, loc, trimmed, "Namespace", &ns) {
 			rd.OnNamespace(&ns)
+		}
+	case rd.OnTaintDeclaration != nil && coverage.DeclaresLifecycleTaints(tm.GroupVersionKind().Group, tm.Kind):
+		var obj unstructured.Unstructured
+		if decodeInto(rd, loc, trimmed, tm.Kind, &obj.Object) {
+			rd.OnTaintDeclaration(&obj)
 		}
 	default:
 		if rd.Skipped == nil {

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // manifestExtensions are the file types read when walking a directory.
@@ -82,6 +83,11 @@ type Reader struct {
 	OnPod           func(*corev1.Pod)
 	OnPriorityClass func(*schedulingv1.PriorityClass)
 	OnNamespace     func(*corev1.Namespace)
+	// OnTaintDeclaration receives every object that declares lifecycle
+	// taints (a Karpenter NodePool, a NodeReadinessRule: see
+	// coverage.DeclaresLifecycleTaints), whatever its version; when nil,
+	// such objects are skipped like any other kind.
+	OnTaintDeclaration func(*unstructured.Unstructured)
 	Stats
 }
 

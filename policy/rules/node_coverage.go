@@ -94,9 +94,10 @@ var nodeCoverageRule = policy.NewRule(policy.Rule{
 		"will skip, and why. A node skipped because of an untolerated taint is invisible in the " +
 		"DaemonSet's own status (desiredNumberScheduled leaves it out), so the gap shows only when someone " +
 		"needs that node's logs or metrics. A DaemonSet whose selectors pick nodes that all carry such a " +
-		"taint runs nowhere at all. Nodes skipped for their operating system or architecture, and taints " +
-		"nodes carry while joining or leaving (not-ready, unreachable, uninitialized, autoscaler deletion), " +
-		"are expected and never reported. The coverage.dsguard.io/intended annotation declares a deliberate " +
+		"taint runs nowhere at all. Nodes skipped for their operating system or architecture, and for " +
+		"lifecycle taints (which a node carries while it joins, bootstraps, waits for an agent, fails, is " +
+		"disrupted or shuts down: not-ready, karpenter.sh/unregistered, node.cilium.io/agent-not-ready and the " +
+		"others listed under Lifecycle taints), are expected and never reported. The coverage.dsguard.io/intended annotation declares a deliberate " +
 		"placement: it turns the warning for skipped nodes into an audit record, but never lowers the deny for " +
 		"a DaemonSet that runs on no node, and it obeys the policy's exemption gate (exemptions.allowedGroups " +
 		"and allowedNamespaces) like an exemption.",

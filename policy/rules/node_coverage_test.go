@@ -49,6 +49,18 @@ func TestCheckNodeCoverage(t *testing.T) {
 		testobj.Node("gone-1", testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeUnreachable))),
 		testobj.Node("scale-1", testobj.NodeTaints(testobj.NoSchedule("ToBeDeletedByClusterAutoscaler"))),
 	)
+	// An autoscaled fleet: Karpenter adds nodes (the "new" pool), Cilium and a
+	// NodeReadinessRule's agent get ready there, nodes are drained away.
+	fleet := []any{
+		testobj.PoolNodes("w", 2),
+		testobj.Node("new-1", testobj.NodeLabels(poolLabel, "new"), testobj.NodeTaints(testobj.NoExecute("karpenter.sh/unregistered"))),
+		testobj.Node("new-2", testobj.NodeLabels(poolLabel, "new"), testobj.NodeTaints(testobj.TaintOf("node.cilium.io/agent-not-ready", "true", corev1.TaintEffectNoExecute))),
+		testobj.Node("new-3", testobj.NodeLabels(poolLabel, "new"), testobj.NodeTaints(testobj.NoSchedule("readiness.k8s.io/NetworkReady"))),
+		testobj.Node("old-1", testobj.NodeTaints(testobj.NoSchedule("karpenter.sh/disrupted"))),
+		testobj.Node("down-1", testobj.NodeTaints(testobj.NoExecute(corev1.TaintNodeOutOfService))),
+	}
+	withFleet := snapshotOf(fleet...)
+	withFleetAndGPU := snapshotOf(append(fleet, testobj.Node("gpu-1", testobj.NodeTaints(gpuTaint)))...)
 	bigGPUPool := snapshotOf(testobj.PoolNodes("w", 2), testobj.PoolNodes("gpu", 8, testobj.NodeLabels(poolLabel, "gpu"), testobj.NodeTaints(gpuTaint)))
 	defaults := defaultNodeCoverageParams()
 	noDeny := NodeCoverageParams{DenyAtZero: false}
@@ -105,11 +117,17 @@ func TestCheckNodeCoverage(t *testing.T) {
 		{name: "nodeName of a missing node only warns", ds: testobj.DS(testobj.WithNodeName("gone-1")), nodes: cluster, params: defaults,
 			want: []wantFinding{{field: podSpecField, action: policy.ActionWarn, prefix: "runs on no node today: no node of 7 matches"}}},
 
-		// Transient taints.
-		{name: "transient taints only: no finding", ds: testobj.DS(testobj.WithTolerations()), nodes: withTransient, params: defaults},
-		{name: "only transiently tainted nodes selected: no finding", ds: testobj.DS(testobj.WithTolerations(),
+		// Lifecycle taints.
+		{name: "lifecycle taints only: no finding", ds: testobj.DS(testobj.WithTolerations()), nodes: withTransient, params: defaults},
+		{name: "only nodes under lifecycle taints selected: no finding", ds: testobj.DS(testobj.WithTolerations(),
 			testobj.WithNodeSelector(map[string]string{poolLabel: "new"})), nodes: withTransient, params: defaults},
-		{name: "transient taints are left out of a real gap",
+		{name: "an autoscaled fleet's lifecycle taints only: no finding", ds: testobj.DS(testobj.WithTolerations()), nodes: withFleet, params: defaults},
+		{name: "only a fleet's joining nodes selected: no deny", ds: testobj.DS(testobj.WithTolerations(),
+			testobj.WithNodeSelector(map[string]string{poolLabel: "new"})), nodes: withFleet, params: defaults},
+		{name: "a fleet's lifecycle taints are left out of a real gap", ds: testobj.DS(testobj.WithTolerations()), nodes: withFleetAndGPU, params: defaults,
+			want: []wantFinding{{field: tolerationsField, action: policy.ActionWarn,
+				prefix: "skips 1 of 8 nodes: taint " + gpuTaintString + " not tolerated (gpu-1)", absent: []string{"new-", "old-1", "down-1"}}}},
+		{name: "lifecycle taints are left out of a real gap",
 			ds:     testobj.DS(testobj.WithTolerations()),
 			nodes:  snapshotOf(testobj.PoolNodes("w", 2), testobj.Node("joining-1", testobj.NodeTaints(testobj.NoSchedule(corev1.TaintNodeNotReady))), testobj.Node("gpu-1", testobj.NodeTaints(gpuTaint))),
 			params: defaults,
