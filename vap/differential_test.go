@@ -163,6 +163,15 @@ func TestRender_GivesTheWebhooksVerdicts(t *testing.T) {
 					check("update "+how+" "+s.name, request{namespace: "fixtures", object: changed, old: s.ds})
 				}
 				check("create by break-glass "+s.name, request{namespace: "fixtures", object: s.ds, user: "break-glass"})
+				// Stored under exemptions that have since expired: a
+				// template change ratchets none of their findings.
+				expired := s.ds.DeepCopy()
+				for _, r := range rules.Builtin().Rules() {
+					setKey(&expired.Annotations, policy.ExemptionAnnotationPrefix+r.ID, "legacy agent; expires=2000-01-01")
+				}
+				changed := expired.DeepCopy()
+				updates["template"](changed)
+				check("update template after exemptions expired "+s.name, request{namespace: "fixtures", object: changed, old: expired})
 			}
 		})
 	}

@@ -170,7 +170,10 @@ func units(rule string, t tier, checks []policy.CELCheck, ratcheting bool) []uni
 			vars := [][2]string{{finding, c.Violated("object")}}
 			introduced := "variables." + finding
 			if ratcheting {
-				vars = append(vars, [2]string{fresh, fmt.Sprintf("oldObject != null && %s", c.Introduced)})
+				// A finding the old object had under an exemption
+				// annotation for the rule counts as introduced (see the
+				// webhook's ratchet).
+				vars = append(vars, [2]string{fresh, fmt.Sprintf("oldObject != null && (%s || %s)", oldExempted(rule), c.Introduced)})
 				introduced = "variables." + fresh
 			}
 			deny.variables = append(deny.variables, vars...)
@@ -181,7 +184,7 @@ func units(rule string, t tier, checks []policy.CELCheck, ratcheting bool) []uni
 			if ratcheting && c.IntroducedMessage != "" {
 				// With ratcheting an update is denied for what it
 				// introduces, which need not be the first finding.
-				denyMessage = c.IntroducedMessage
+				denyMessage = fmt.Sprintf("(oldObject != null && %s) ? %s : %s", oldExempted(rule), c.Message, c.IntroducedMessage)
 			}
 			deny.validations = append(deny.validations, [2]string{"!(" + denies + ")", denyMessage})
 			softened.validations = append(softened.validations, [2]string{
@@ -193,6 +196,12 @@ func units(rule string, t tier, checks []policy.CELCheck, ratcheting bool) []uni
 		out = append(out, deny, softened)
 	}
 	return out
+}
+
+// oldExempted is a CEL condition: the old object carries an exemption
+// annotation for rule, valid or not.
+func oldExempted(rule string) string {
+	return fmt.Sprintf("(has(oldObject.metadata.annotations) && '%s' in oldObject.metadata.annotations)", policy.ExemptionAnnotationPrefix+rule)
 }
 
 // addVariables adds the variables a unit does not have yet.

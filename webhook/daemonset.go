@@ -378,7 +378,7 @@ func (h *DaemonSetHandler) handle(ctx context.Context, req admission.Request, ob
 		case active.Policy.Ratcheting() && policy.Count(findings, policy.ActionDeny) > 0:
 			// The old object is judged only when its verdict can change
 			// the answer: a deny to ratchet.
-			findings = ratchet(findings, policy.Evaluate(old, env))
+			findings = ratchet(findings, policy.Evaluate(old, env), old.Annotations)
 		}
 	}
 	if ctx.Err() != nil {
@@ -486,11 +486,17 @@ func capFindings(fs []policy.Finding, max policy.Action, why string) []policy.Fi
 
 // ratchet turns a deny into a warning when the old object already had the
 // same violation (same rule, same field): an UPDATE must not be blocked by a
-// problem it did not introduce.
-func ratchet(current, old []policy.Finding) []policy.Finding {
+// problem it did not introduce. A violation the old object carried under an
+// exemption for its rule (oldAnnotations) does not count: it was admitted
+// because of the exemption, and once that expired or was taken away it
+// must not stay admitted for good as "already there".
+func ratchet(current, old []policy.Finding, oldAnnotations map[string]string) []policy.Finding {
 	type key struct{ rule, field string }
 	existing := make(map[key]bool, len(old))
 	for _, f := range old {
+		if _, exempted := oldAnnotations[policy.ExemptionAnnotationPrefix+f.RuleID]; exempted {
+			continue
+		}
 		if f.Action == policy.ActionDeny {
 			existing[key{f.RuleID, f.FieldString()}] = true
 		}

@@ -225,6 +225,19 @@ func TestDaemonSetHandler_Handle(t *testing.T) {
 			},
 		},
 		{
+			name: "UPDATE keeps no violation the old object had only under an exemption, now expired (no ratcheting for good)",
+			req: func(t *testing.T) admission.Request {
+				expired := func(ds *appsv1.DaemonSet) {
+					ds.Annotations = map[string]string{"exempt.dsguard.io/control-plane-toleration": "legacy agent; expires=2000-01-01"}
+				}
+				return request(t, admissionv1.Update, compliantDS(noTolerations, latestImage, expired), compliantDS(noTolerations, expired))
+			},
+			allowed: false, code: http.StatusForbidden,
+			msgContains: "[control-plane-toleration]",
+			warnings: []string{`image-pinned: container "node-exporter" image "example/agent:latest" uses :latest: nodes may run different builds`,
+				"invalid-annotation: exemption from control-plane-toleration expired on 2000-01-01 and no longer applies"},
+		},
+		{
 			name: "ratcheting off denies the pre-existing violation on a spec change",
 			req: func(t *testing.T) admission.Request {
 				return request(t, admissionv1.Update, compliantDS(noTolerations, latestImage), compliantDS(noTolerations))
