@@ -404,6 +404,7 @@ func readNodes(file string, stdin io.Reader) (*nodeInput, error) {
 			records = append(records, coverage.NodeRecord{Name: f.Name, Labels: f.Labels, Hostname: f.Hostname, Taints: n.Spec.Taints})
 			in.taintTimes.Add(f.Name, n.Spec.Taints)
 		},
+		DeclaresTaints: coverage.DeclaresLifecycleTaints,
 		OnTaintDeclaration: func(obj *unstructured.Unstructured) {
 			taints, err := coverage.DeclaredLifecycleTaints(obj)
 			if err != nil && declErr == nil {

@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
-
-	"github.com/dsguard/dsguard/coverage"
 )
 
 // Location names where an object came from.
@@ -281,7 +279,7 @@ func (rd *Reader) decodeObjectAs(loc Location, src source, data []byte, depth in
 		if decodeInto(rd, loc, trimmed, "Namespace", &ns) {
 			rd.OnNamespace(&ns)
 		}
-	case rd.OnTaintDeclaration != nil && coverage.DeclaresLifecycleTaints(tm.GroupVersionKind().Group, tm.Kind):
+	case rd.OnTaintDeclaration != nil && rd.DeclaresTaints != nil && rd.DeclaresTaints(tm.GroupVersionKind().Group, tm.Kind):
 		var obj unstructured.Unstructured
 		if decodeInto(rd, loc, trimmed, tm.Kind, &obj.Object) {
 			rd.OnTaintDeclaration(&obj)

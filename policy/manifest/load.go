@@ -83,11 +83,13 @@ type Reader struct {
 	OnPod           func(*corev1.Pod)
 	OnPriorityClass func(*schedulingv1.PriorityClass)
 	OnNamespace     func(*corev1.Namespace)
-	// OnTaintDeclaration receives every object that declares lifecycle
-	// taints (a Karpenter NodePool, a NodeReadinessRule: see
-	// coverage.DeclaresLifecycleTaints), whatever its version; when nil,
-	// such objects are skipped like any other kind.
+	// OnTaintDeclaration receives, as unstructured objects, every object
+	// of a group and kind DeclaresTaints accepts (whatever its version):
+	// those that declare lifecycle taints (a Karpenter NodePool, a
+	// NodeReadinessRule), which the caller knows and this package need not.
+	// When either is nil, such objects are skipped like any other kind.
 	OnTaintDeclaration func(*unstructured.Unstructured)
+	DeclaresTaints     func(group, kind string) bool
 	Stats
 }
 
