@@ -152,17 +152,7 @@ func runCheck(cmd *cobra.Command, o *checkOptions, paths []string) (retErr error
 		if err != nil {
 			return err
 		}
-		in.Env.Nodes = nodes.snap
-		in.Env.Fit = nodes.fit
-		// The agents in the cluster: the dump's DaemonSets, then those of
-		// --previous (the first of a name counts).
-		others := nodes.daemonSets
-		for _, key := range slices.Sorted(maps.Keys(in.Previous)) {
-			others = append(others, in.Previous[key])
-		}
-		in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
-		in.FitNote = nodes.fitNote
-		in.TaintTimes = nodes.taintTimes
+		nodes.apply(&in)
 	}
 	var writers check.Tee
 	for _, out := range outputs {
@@ -459,4 +449,19 @@ func fixedCompletion(values ...string) func(*cobra.Command, []string, string) ([
 	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return values, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// apply gives the input the node set, what the scheduler weighs and the
+// cluster's other DaemonSets: the dump's, then those of --previous (the
+// first of a name counts).
+func (n *nodeInput) apply(in *check.Input) {
+	in.Env.Nodes = n.snap
+	in.Env.Fit = n.fit
+	others := n.daemonSets
+	for _, key := range slices.Sorted(maps.Keys(in.Previous)) {
+		others = append(others, in.Previous[key])
+	}
+	in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
+	in.FitNote = n.fitNote
+	in.TaintTimes = n.taintTimes
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/dsguard/dsguard/check"
 	"github.com/dsguard/dsguard/policy"
@@ -81,18 +80,4 @@ func prepareTest(t testrun.Inputs) (check.Input, error) {
 		nodes.apply(&in)
 	}
 	return in, nil
-}
-
-// apply gives the input the node set, what the scheduler weighs and the
-// cluster's other DaemonSets: the dump's, then those of --previous (the
-// first of a name counts).
-func (n *nodeInput) apply(in *check.Input) {
-	in.Env.Nodes = n.snap
-	in.Env.Fit = n.fit
-	others := n.daemonSets
-	for _, key := range slices.Sorted(maps.Keys(in.Previous)) {
-		others = append(others, in.Previous[key])
-	}
-	in.Env.DaemonSets = func() []*appsv1.DaemonSet { return others }
-	in.FitNote = n.fitNote
 }
