@@ -152,12 +152,13 @@ func NewServer(opts ServerOptions, onEvict func()) *Server {
 	return &Server{Server: inner, uncounted: http.NewServeMux(), opts: opts, evicted: onEvict}
 }
 
-// Register puts hook at path, counted in controller-runtime's per-webhook
-// request metrics (latency, codes, in flight) only when the API server is
-// the caller: with client authentication, a caller that did not present its
-// certificate; without, one outside the API server's addresses once the API
-// server was seen there. A forged review is still answered, but neither
-// moves the series that dashboards and alerts read nor the verdict counts.
+// Register puts hook at path. Its requests count in controller-runtime's
+// per-webhook metrics (latency, codes, in flight) unless the caller is known
+// not to be the API server: with client authentication, one without the API
+// server's certificate; without it, one outside the API server's addresses
+// once the API server was seen there. Such a caller is answered by the same
+// hook, uncounted, so that forged reviews do not move the series dashboards
+// and alerts read.
 func (s *Server) Register(path string, hook http.Handler) {
 	s.Server.Register(path, hook)
 	s.uncounted.Handle(path, hook)
