@@ -163,8 +163,8 @@ func TestNodeChange_WarningsNameWhoLosesTheNode(t *testing.T) {
 }
 
 // TestNodeChange_NodesOwnWritesNeverReachDsguard makes the Node writes the
-// kubelet and the node controllers make (as those identities) and a
-// lifecycle taint's change by an admin: the API server's match conditions
+// kubelet and the node controllers make (as those identities) and an
+// autoscaler taint's change by an admin: the API server's match conditions
 // leave every one of them out, so its metrics count no call to dsguard's
 // Node entry and one exclusion each.
 func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
@@ -177,7 +177,7 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 		for _, undo := range [][]string{
 			{"label", "nodes", node, "e2e.dsguard.io/kubelet-"},
 			{"taint", "nodes", node, "e2e.dsguard.io/controller-"},
-			{"taint", "nodes", node, corev1.TaintNodeOutOfService + "-"},
+			{"taint", "nodes", node, "ToBeDeletedByClusterAutoscaler-"},
 		} {
 			if r := cluster.Kubectl(ctx, "", undo...); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
 				t.Errorf("cleanup: %v", r.Error())
@@ -197,7 +197,7 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 		{"--as=system:node:" + node, "--as-group=system:nodes", "--as-group=system:masters", "label", "nodes", node, "e2e.dsguard.io/kubelet=1"},
 		{"--as=system:serviceaccount:kube-system:node-controller", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller=1:NoExecute"},
 		{"--as=system:kube-controller-manager", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller-"},
-		{"taint", "nodes", node, corev1.TaintNodeOutOfService + "=nodeshutdown:NoExecute"},
+		{"taint", "nodes", node, "ToBeDeletedByClusterAutoscaler=1733500000:NoSchedule"},
 	}
 	for _, w := range writes {
 		r := cluster.Kubectl(t.Context(), "", w...)
@@ -213,6 +213,41 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 	}
 	if got := excluded() - excludedBefore; got != float64(len(writes)) {
 		t.Errorf("the match conditions excluded %v of the %d writes, want all", got, len(writes))
+	}
+}
+
+// TestNodeChange_OutOfServiceIsJudged: node.kubernetes.io/out-of-service
+// is a taint a person (or a remediation operator) puts on a node that is
+// shut down, and its NoExecute evicts every agent that does not tolerate
+// it: unlike the kubelet's and the node controllers' taints of that prefix,
+// the API server sends it to dsguard, which names who loses the node.
+func TestNodeChange_OutOfServiceIsJudged(t *testing.T) {
+	const node = "worker-1"
+	controlPlane := corev1.Toleration{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoSchedule}
+	plain := daemonSet("oos-plain", controlPlane)
+	tolerant := daemonSet("oos-tolerant", tolerateAll)
+	for _, ds := range []*appsv1.DaemonSet{plain, tolerant} {
+		create(t, ds)
+		runPods(t, ds.Name, 4)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := framework.CleanupContext(t, time.Minute)
+		defer cancel()
+		if r := cluster.Kubectl(ctx, "", "taint", "nodes", node, corev1.TaintNodeOutOfService+"-"); r.Err != nil && !strings.Contains(r.Stderr, "not found") {
+			t.Errorf("cleanup: %v", r.Error())
+		}
+	})
+	calls := func() float64 {
+		return apiServerMetric(t, "apiserver_admission_webhook_request_total", `name="nodes.dsguard.io"`)
+	}
+	before := calls()
+	named := taintNamed(t, node, corev1.TaintNodeOutOfService+"=nodeshutdown:NoExecute")
+	if want := []string{"audit/oos-plain"}; !slices.Equal(named, want) {
+		t.Errorf("out-of-service: the warnings name %v, want %v", named, want)
+	}
+	if got := calls() - before; got != 1 {
+		t.Errorf("the API server called dsguard's Node entry %v times for one kubectl taint, want 1", got)
 	}
 }
 
