@@ -72,11 +72,22 @@ func TestServer_APIServerAddressesWithoutClientAuth(t *testing.T) {
 			refusals := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "r"}, []string{"reason", "caller"})
 			addr := startTestServer(t, pki, ServerOptions{ReadTimeout: 20 * time.Second, BodyGrace: 8 * time.Second,
 				LargeBodyBudget: 8 * mib, Refusals: refusals, APIServerAddresses: tc.addresses}, nil)
+			// One Pod after another, so that their bodies arrive in turn
+			// (together, two could outgrow the share at once and both be
+			// refused, leaving room).
 			for _, pod := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.5"} {
 				c := holdingClient(t, addr, pki, pod, 4*mib-1)
 				defer c.Close()
+				time.Sleep(300 * time.Millisecond)
 			}
-			time.Sleep(time.Second) // the Pods' bytes arrive and are held
+			// The Pods' bytes arrive and are held: the budget is full once
+			// one of them is refused (its kind's share, or its own, taken).
+			for deadline := time.Now().Add(15 * time.Second); testutil.ToFloat64(refusals.WithLabelValues(RefusedBodyBudget, CallerUnknown)) < 1; {
+				if time.Now().After(deadline) {
+					t.Fatal("the Pods' stalled bodies never filled the budget")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 			api := fromAddress(pki, "127.0.0.2")
 			defer api.CloseIdleConnections()
 			resp, err := api.Post("https://"+addr+"/lane", "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), LargeReviewBytes+3*mib)))
