@@ -31,7 +31,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -61,6 +60,7 @@ type serveOptions struct {
 	metricsAddr     string
 	metricsSecure   bool
 	probeAddr       string
+	probeMaxConns   int
 	pprofAddr       string
 	shutdownTimeout time.Duration
 	drainDelay      time.Duration
@@ -118,7 +118,8 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.keyName, "key-name", "tls.key", "key file name in --cert-dir")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "metrics address; 0 disables metrics")
 	f.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS with Kubernetes authentication and authorization")
-	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables them")
+	f.IntVar(&o.probeMaxConns, "health-probe-max-connections", dswebhook.DefaultProbeMaxConnections, "open connections to the health probe port at most; at the cap a new connection evicts one of the source holding the most (the kubelet opens one per probe)")
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's profiling endpoints (/debug/pprof/), unauthenticated: bind it to localhost only; 0 disables them")
 	f.DurationVar(&o.nodeStaleAfter, "node-staleness-bound", clusterview.DefaultStaleAfter, "a node view not confirmed by the API server for this long is stale: node-aware rules then judge without live nodes and say so")
 	f.DurationVar(&o.drainDelay, "drain-delay", 2*time.Second, "after SIGTERM, how long to keep answering (unready, closing each connection after its answer) before shutting down")
@@ -239,7 +240,7 @@ func runServe(o *serveOptions) error {
 		}
 		readiness = append(readiness, namedCheck{"certificate", selfManaged.ReadyCheck})
 	}
-	if err := addHealthChecks(mgr, readiness); err != nil {
+	if err := o.addHealthChecks(mgr, readiness); err != nil {
 		return err
 	}
 	log.Info("starting", "version", versionString(), "namespace", o.namespace, "policy", ref.String(), "port", o.port)
@@ -340,8 +341,11 @@ func (o *serveOptions) newManager(restConfig *rest.Config, scheme *runtime.Schem
 		// controller-runtime's metrics server is off: it accepts
 		// connections without limit, so dsguard serves the port itself
 		// (addMetricsServer).
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  o.probeAddr,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// controller-runtime's probe server is off: it accepts
+		// connections without limit, so dsguard serves the port itself
+		// (addHealthChecks).
+		HealthProbeBindAddress:  "0",
 		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: &o.shutdownTimeout,
 		WebhookServer:           webhookServer,
@@ -559,27 +563,6 @@ func (o *serveOptions) nodeChangeHandler(mgr ctrl.Manager, scheme *runtime.Schem
 		return list.Items, err
 	}
 	return h, nil
-}
-
-// namedCheck is one readiness check.
-type namedCheck struct {
-	name  string
-	check healthz.Checker
-}
-
-// addHealthChecks adds /healthz and the readiness checks: dsguard is ready
-// once it has a policy, knows the nodes, serves webhooks and, when it manages
-// its certificate, serves one the caBundle trusts.
-func addHealthChecks(mgr ctrl.Manager, readiness []namedCheck) error {
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	for _, c := range readiness {
-		if err := mgr.AddReadyzCheck(c.name, c.check); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // parseAddresses reads addresses (one host each) and CIDRs.

@@ -150,8 +150,15 @@ func TestTemplate_Hardening(t *testing.T) {
 		for _, r := range get(np[0], "spec", "ingress").([]any) {
 			ports = append(ports, get(r, "ports", 0, "port").(string))
 		}
-		if !slices.Equal(ports, []string{"webhook", "metrics", "health"}) {
-			t.Errorf("ingress ports = %v, want webhook, metrics, health", ports)
+		// The probe port is left to the Pod's own node, which a
+		// NetworkPolicy always admits: the kubelet probes from there.
+		if !slices.Equal(ports, []string{"webhook", "metrics"}) {
+			t.Errorf("ingress ports = %v, want webhook and metrics (the probe port only from the node)", ports)
+		}
+		np = find(objects(t, e.template(t, h, "--set", "networkPolicy.healthFrom[0].ipBlock.cidr=10.0.0.0/8")), "NetworkPolicy")
+		rules := get(np[0], "spec", "ingress").([]any)
+		if last := rules[len(rules)-1]; get(last, "ports", 0, "port") != "health" || get(last, "from", 0, "ipBlock", "cidr") != "10.0.0.0/8" {
+			t.Errorf("with healthFrom the last ingress rule is %v, want the probe port from 10.0.0.0/8", last)
 		}
 		if get(np[0], "spec", "policyTypes", 0) != "Ingress" {
 			t.Errorf("policyTypes = %v, want Ingress", get(np[0], "spec", "policyTypes"))

@@ -273,6 +273,10 @@ func (c *Cluster) startDsguard(ctx context.Context, bin, certDir, host string, p
 	return fmt.Errorf("dsguard not ready after 60s:\n%s", c.DsguardLog())
 }
 
+// HealthAddr is the host:port of the cluster's dsguard's /healthz and
+// /readyz.
+func (c *Cluster) HealthAddr() string { return c.healthAddr }
+
 // DsguardPID returns the process ID of the cluster's dsguard, 0 before it starts.
 func (c *Cluster) DsguardPID() int {
 	if c.dsguard == nil || c.dsguard.Process == nil {

@@ -34,35 +34,11 @@ func TestSlowBodyAttack_MemoryStaysBoundedAndCompliantRequestsSucceed(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var (
-		wg                      sync.WaitGroup
-		opened, closedByDsguard atomic.Int64
-	)
-	for i := range attackers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Spread the first connections over a second.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Duration(i) * time.Millisecond):
-			}
-			for ctx.Err() == nil {
-				if slowBody(ctx, u.Host, &opened) {
-					closedByDsguard.Add(1)
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}()
-	}
-	defer wg.Wait()
-	defer cancel()
+	var opened atomic.Int64
+	closedByDsguard, stop := attack(t.Context(), attackers, 100*time.Millisecond, func(ctx context.Context) bool {
+		return slowBody(ctx, u.Host, &opened)
+	})
+	defer stop()
 
 	var maxRSS int64
 	sample := func() {
@@ -93,6 +69,37 @@ func TestSlowBodyAttack_MemoryStaysBoundedAndCompliantRequestsSucceed(t *testing
 	if maxRSS >= chartMemoryLimit {
 		t.Errorf("dsguard's resident memory reached %d MiB, the chart's limit is %d MiB", maxRSS>>20, chartMemoryLimit>>20)
 	}
+}
+
+// attack runs attackers goroutines, each calling one (a connection that
+// returns true when dsguard closed it) again pause after it returns, the
+// first ones spread over a second, until stop is called; cut counts the
+// connections dsguard closed.
+func attack(ctx context.Context, attackers int, pause time.Duration, one func(context.Context) bool) (cut *atomic.Int64, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	cut = &atomic.Int64{}
+	var wg sync.WaitGroup
+	for i := range attackers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i) * time.Millisecond):
+			}
+			for ctx.Err() == nil {
+				if one(ctx) {
+					cut.Add(1)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(pause):
+				}
+			}
+		}()
+	}
+	return cut, func() { cancel(); wg.Wait() }
 }
 
 // slowBody opens one connection, sends the headers of a review with a large
