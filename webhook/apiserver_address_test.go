@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -157,7 +156,7 @@ func TestServer_UnverifiedOnceTheAPIServerWasSeen(t *testing.T) {
 // series, nor its answer's result, which the alerts read.
 func TestDaemonSetHandler_UnverifiedReviewsAreCountedApart(t *testing.T) {
 	h, _, m := newTestHandler(t, "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\nbypass:\n  users: [system:admin]\n")
-	unverified := context.WithValue(t.Context(), unverifiedKey{}, true)
+	unverified := withCaller(t.Context(), caller{unverified: true})
 	if resp := h.Handle(unverified, request(t, admissionv1.Create, compliantDS(noTolerations), nil)); resp.Allowed {
 		t.Error("an unverified review of a DaemonSet a deny rule forbids was admitted: it must be judged as any other")
 	}
@@ -190,7 +189,7 @@ func TestDaemonSetHandler_UnverifiedReviewsAreCountedApart(t *testing.T) {
 func TestNodeChange_UnverifiedIsJudgedButCountedApart(t *testing.T) {
 	cluster := nodeChangeFixture{dss: []appsv1.DaemonSet{agent("cilium", tolerating())}, withPod: []string{"cilium"}}
 	h, m := newNodeChangeHandler(t, denyNodeLosses, cluster)
-	unverified := context.WithValue(t.Context(), unverifiedKey{}, true)
+	unverified := withCaller(t.Context(), caller{unverified: true})
 	resp := h.Handle(unverified, nodeRequest(t, admissionv1.Update, workerNode(), workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule))))
 	if resp.Allowed {
 		t.Error("an unverified node change that takes a critical agent away was allowed")

@@ -99,7 +99,7 @@ type DaemonSetHandler struct {
 func (h *DaemonSetHandler) requester(ctx context.Context, req admission.Request) policy.Requester {
 	r := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups, Grantors: h.Grantors}
 	switch {
-	case h.MayGrant != nil && h.ClientAuth && !Authenticated(ctx):
+	case h.MayGrant != nil && callerOf(ctx, h.ClientAuth).failedClientAuth():
 		// Only the API server authenticates, and it alone is answered
 		// truly: a forged review must not make dsguard ask the API
 		// server on its behalf.
@@ -189,13 +189,7 @@ type decoded struct {
 }
 
 func (h *DaemonSetHandler) judge(ctx context.Context, req admission.Request, objs decoded) (resp admission.Response) {
-	uncounted := ""
-	switch {
-	case h.ClientAuth && !Authenticated(ctx):
-		uncounted = "unauthenticated"
-	case Unverified(ctx):
-		uncounted = "unverified"
-	}
+	uncounted := callerOf(ctx, h.ClientAuth).uncounted()
 	counted := uncounted == ""
 	var refused bool
 	defer func() {
@@ -438,7 +432,7 @@ const readySampleTimeout = time.Second
 func (h *DaemonSetHandler) readyTimes(ctx context.Context, old, ds *appsv1.DaemonSet) *coverage.ReadyTimes {
 	// A caller that has not authenticated makes dsguard ask the API server
 	// nothing: a forged review must not turn into Pod lists.
-	if h.PodSample == nil || old == nil || old.Status.CurrentNumberScheduled == 0 || (h.ClientAuth && !Authenticated(ctx)) ||
+	if h.PodSample == nil || old == nil || old.Status.CurrentNumberScheduled == 0 || callerOf(ctx, h.ClientAuth).failedClientAuth() ||
 		equality.Semantic.DeepEqual(old.Spec.Template, ds.Spec.Template) {
 		return nil
 	}

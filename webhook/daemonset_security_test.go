@@ -175,7 +175,7 @@ func TestDaemonSetHandler_ForgedRequestsDoNotMoveAlertMetrics(t *testing.T) {
 		t.Errorf("decisions{result=unauthenticated} = %v, want 2", got)
 	}
 
-	authed := context.WithValue(t.Context(), authenticatedKey{}, true)
+	authed := withCaller(t.Context(), caller{peer: peer{trusted: true}, clientAuth: true})
 	h.Handle(authed, bypass)
 	if got := testutil.ToFloat64(m.Bypasses); got != 1 {
 		t.Errorf("an authenticated bypass: dsguard_bypass_total = %v, want 1", got)
@@ -200,7 +200,7 @@ func TestDaemonSetHandler_NodeNamesOnlyToAuthenticatedCallers(t *testing.T) {
 		!strings.Contains(anonymous.Result.Message, "skips 1 node (1 of 2 nodes)") {
 		t.Errorf("unauthenticated caller: want a deny that counts the node without naming it, got:\n%s", anonymous.Result.Message)
 	}
-	authed := h.Handle(context.WithValue(t.Context(), authenticatedKey{}, true), req)
+	authed := h.Handle(withCaller(t.Context(), caller{peer: peer{trusted: true}, clientAuth: true}), req)
 	if authed.Allowed || !strings.Contains(authed.Result.Message, "skips cp-secret-name (1 of 2 nodes)") {
 		t.Errorf("authenticated caller: want the node named, got:\n%s", authed.Result.Message)
 	}

@@ -302,7 +302,7 @@ func enterLane(ctx context.Context, fallback *heavyLane, work int, metric *prome
 	}
 	release, err := waitInLane(ctx, lane, use)
 	if err != nil && ctx.Err() == nil {
-		p := peer{trusted: Authenticated(ctx)}
+		p := callerOf(ctx, clientAuth).peer
 		refused := &refusals{metric: metric, clientAuth: clientAuth, interval: time.Hour, last: map[string]time.Time{}, hush: map[string]int{}}
 		if use != nil {
 			p, refused = use.peer, use.refused
@@ -315,7 +315,7 @@ func enterLane(ctx context.Context, fallback *heavyLane, work int, metric *prome
 }
 
 func waitInLane(ctx context.Context, lane *heavyLane, use *laneUse) (func(), error) {
-	p := peer{trusted: Authenticated(ctx)}
+	p := callerOf(ctx, false).peer
 	if use != nil {
 		p = use.peer
 		if !use.deadline.IsZero() {

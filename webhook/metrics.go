@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"rule", "action"}),
 		NodeChangeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dsguard_node_change_decisions_total",
-			Help: "Answers to changes of Node taints and labels by people (the Node webhook entry), by result: allowed (no DaemonSet loses the node), warned, denied (an agent the policy says no node may lose), bypassed, unauthenticated, unverified (judged, but from outside the API server's addresses; see dsguard_admission_decisions_total), invalid (a review no API server sends: another kind, an object that does not decode), error (dsguard failed).",
+			Help: "Answers to changes of Node taints and labels by people (the Node webhook entry), by result: allowed (no DaemonSet loses the node), warned, denied (an agent the policy says no node may lose), bypassed, unjudged (past the bounds of one review: too many taints or labels, or out of time; admitted with a warning), unauthenticated, unverified (judged, but from outside the API server's addresses; see dsguard_admission_decisions_total), invalid (a review no API server sends: another kind, an object that does not decode), error (dsguard failed).",
 		}, []string{"result"}),
 		Bypasses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dsguard_bypass_total",
@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.Refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dsguard_webhook_refusals_total",
-		Help: "Requests and connections the webhook server refused, cut off or dropped, by reason (connection-evicted, slow-body, body-budget, lane-timeout, lane-evicted, lane-full) and caller (api-server: authenticated; unauthenticated: client authentication is on and the caller failed it; api-server-address: client authentication is off and the caller's source is one of the API server's addresses, --api-server-addresses; unknown: client authentication is off, from any other source). A refused review of the API server's is admitted unjudged on a fail-open webhook entry.",
+		Help: "Requests and connections the webhook server refused, cut off or dropped, by reason (connection-evicted, slow-body, body-budget, lane-timeout, lane-evicted, lane-full, entry-busy: a Node review that found no turn in the Node entry's own lane) and caller (api-server: authenticated; unauthenticated: client authentication is on and the caller failed it; api-server-address: client authentication is off and the caller's source is one of the API server's addresses, --api-server-addresses; unknown: client authentication is off, from any other source). A refused review of the API server's is admitted unjudged on a fail-open webhook entry.",
 	}, []string{"reason", "caller"})
 	reg.MustRegister(m.Decisions, m.NodeChangeDecisions, m.Findings, m.Bypasses, m.ConnectionsEvicted, m.MetricsConnectionsEvicted, m.HeavyWaiting, m.Refusals)
 	return m

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -34,19 +35,25 @@ const NodePath = "/validate-node"
 const maxNodeChangeLines = 8
 
 // NodeChangeHandler says, for an update of a Node's taints or labels by a
-// person, which DaemonSets lose the node and how (the node-change rule);
-// a deny of that rule refuses the change. The webhook entry narrows the
-// requests to those people make (the kubelet's and the node controllers'
-// own writes never arrive) and fails open with a short timeout, so that it
-// can never block a node's own writes.
+// person or a kubelet, which DaemonSets lose the node and how (the
+// node-change rule); a deny of that rule refuses a person's change, never a
+// kubelet's. The webhook entry narrows the requests to those (the node
+// controllers' writes and the kubelet's status updates never arrive) and
+// fails open with a short timeout, so that it can never block a node's own
+// writes. Its work per review is bounded (see node_bounds.go), and the
+// server judges its reviews one at a time in a lane of their own
+// (Server.RegisterLimited), so that Node reviews, forged ones included,
+// never hold up DaemonSet reviews.
 type NodeChangeHandler struct {
 	decoder admission.Decoder
 	source  *clusterview.PolicySource
 	metrics *Metrics
-	// DaemonSets lists the cluster's DaemonSets (an informer's cache).
-	DaemonSets func(ctx context.Context) ([]appsv1.DaemonSet, error)
+	// DaemonSets lists the cluster's DaemonSets, sorted by namespace and
+	// name (clusterview.DaemonSetLister.List: shared, only read).
+	DaemonSets func(ctx context.Context) ([]*appsv1.DaemonSet, error)
 	// PodsOnNode returns the Pods bound to one node, metadata only: which
-	// DaemonSets run a Pod there.
+	// DaemonSets run a Pod there. Asked only for the API server's reviews
+	// of a change that moves some DaemonSet's placement.
 	PodsOnNode func(ctx context.Context, node string) ([]metav1.PartialObjectMetadata, error)
 	// Now is the clock exemption expiries are judged by.
 	Now func() time.Time
@@ -67,16 +74,16 @@ var nodeKind = corev1.SchemeGroupVersion.WithKind("Node")
 // Handle implements admission.Handler.
 func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	result := "allowed"
-	// Not from the API server's addresses: judged all the same (an address
-	// is no identity, and this entry must not let a change through
-	// unjudged), but counted apart from the API server's answers.
-	unverified := Unverified(ctx)
+	// Decided once, by the server, at the request's arrival.
+	c := callerOf(ctx, h.ClientAuth)
+	uncounted := c.uncounted()
 	defer func() {
 		if r := recover(); r != nil {
 			logf.FromContext(ctx).Error(fmt.Errorf("%v", r), "panic while judging a node change", "stack", string(debug.Stack()))
 			resp, result = admission.Errored(http.StatusInternalServerError, fmt.Errorf("internal error in dsguard: %v", r)), "error"
 		}
 		switch {
+		case result != "allowed":
 		case !resp.Allowed && resp.Result != nil && resp.Result.Code == http.StatusForbidden:
 			result = "denied"
 		case !resp.Allowed && resp.Result != nil && resp.Result.Code >= 400 && resp.Result.Code < 500:
@@ -89,18 +96,17 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 		case len(resp.Warnings) > 0:
 			result = "warned"
 		}
-		if unverified {
-			result = "unverified"
+		if uncounted != "" {
+			result = uncounted
 		}
 		if h.metrics != nil {
 			h.metrics.NodeChangeDecisions.WithLabelValues(result).Inc()
 		}
 	}()
 	switch {
-	case h.ClientAuth && !Authenticated(ctx):
+	case c.failedClientAuth():
 		// First: whatever a caller that did not authenticate sends, it
 		// learns nothing and moves no series but its own.
-		result = "unauthenticated"
 		return admission.Allowed("not judged: the caller did not authenticate")
 	case req.Kind.Group != nodeKind.Group || req.Kind.Version != nodeKind.Version || req.Kind.Kind != nodeKind.Kind:
 		return admission.Errored(http.StatusBadRequest,
@@ -126,20 +132,58 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 	if equality.Semantic.DeepEqual(before.Spec.Taints, after.Spec.Taints) && maps.Equal(before.Labels, after.Labels) {
 		return admission.Allowed("neither taints nor labels change")
 	}
-	dss, err := h.DaemonSets(ctx)
+	if why := tooLargeToJudge(&before, &after); why != "" {
+		result = "unjudged"
+		return unjudged(before.Name, why)
+	}
+	all, err := h.DaemonSets(ctx)
 	if err != nil {
 		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("listing DaemonSets: %w", err))
 	}
-	pods, err := h.PodsOnNode(ctx, before.Name)
-	if err != nil {
-		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("listing the Pods on %s: %w", before.Name, err))
+	// Only the DaemonSets whose placement on the node the change moves
+	// are judged, and only for those are the node's Pods listed.
+	judgedOf := min(len(all), MaxNodeChangeDaemonSets)
+	var moved []*appsv1.DaemonSet
+	for _, ds := range all[:judgedOf] {
+		if ctx.Err() != nil {
+			result = "unjudged"
+			return unjudged(before.Name, outOfTime)
+		}
+		if placementMoves(ds, &before, &after) {
+			moved = append(moved, ds)
+		}
 	}
-	change := &policy.NodeChange{Before: &before, After: &after, WithPod: coverage.DaemonSetsWithPod(pods)}
+	var notes []string
+	if judgedOf < len(all) {
+		notes = append(notes, fmt.Sprintf("dsguard judged this change to node %s for the first %d of %d DaemonSets (by namespace and name) only",
+			before.Name, judgedOf, len(all)))
+	}
+	if len(moved) == 0 {
+		resp := admission.Allowed("no DaemonSet's placement on the node changes")
+		resp.Warnings = notes
+		return resp
+	}
+	change := &policy.NodeChange{Before: &before, After: &after}
+	if c.mayLearnNames() {
+		pods, err := h.PodsOnNode(ctx, before.Name)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("listing the Pods on %s: %w", before.Name, err))
+		}
+		change.WithPod = coverage.DaemonSetsWithPod(pods)
+	} else {
+		// A caller dsguard cannot tell is the API server makes it ask
+		// the API server nothing: each DaemonSet is judged as if its Pod
+		// ran on the node, which finds every loss that one with a Pod
+		// there would have (a deny is never lost by it).
+		change.WithPod = make(map[types.NamespacedName]bool, len(moved))
+		for _, ds := range moved {
+			change.WithPod[types.NamespacedName{Namespace: policy.NamespaceOf(ds), Name: ds.Name}] = true
+		}
+	}
 	requester := policy.Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}
 	var judged []judgedDaemonSet
 	now := h.Now()
-	for i := range dss {
-		ds := &dss[i]
+	for _, ds := range moved {
 		fs := policy.Evaluate(ds, policy.Env{
 			Policy: active.Policy, Now: now, Context: ctx, Requester: &requester,
 			// Its stored exemptions are judged as stored: the change is
@@ -147,16 +191,36 @@ func (h *NodeChangeHandler) Handle(ctx context.Context, req admission.Request) (
 			PreviousAnnotations: ds.Annotations, NodeChange: change,
 		})
 		if ctx.Err() != nil {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("judging the node change: %w", ctx.Err()))
+			result = "unjudged"
+			return unjudged(before.Name, outOfTime)
 		}
 		for _, f := range fs {
-			if h.metrics != nil && !unverified {
+			if h.metrics != nil && uncounted == "" {
 				h.metrics.Findings.WithLabelValues(f.RuleID, string(f.Action)).Inc()
 			}
-			judged = append(judged, judgedDaemonSet{name: ds.Namespace + "/" + ds.Name, finding: f})
+			judged = append(judged, judgedDaemonSet{name: policy.NamespaceOf(ds) + "/" + ds.Name, finding: f})
 		}
 	}
-	return nodeChangeResponse(before.Name, judged)
+	byNode := byANode(req.UserInfo)
+	if byNode {
+		// A kubelet relabelling its own node (the labels the
+		// NodeRestriction admission plugin lets it set) is warned, never
+		// refused: refusing it would fail the kubelet's status update
+		// that carries the labels, and the node would go NotReady.
+		for i := range judged {
+			judged[i].finding.Action = judged[i].finding.Action.Weaker(policy.ActionWarn)
+		}
+	}
+	if !c.mayLearnNames() {
+		resp = withheldResponse(before.Name, judged)
+	} else {
+		resp = nodeChangeResponse(before.Name, judged)
+		if byNode {
+			resp.AuditAnnotations = kubeletAuditAnnotations(judged)
+		}
+	}
+	resp.Warnings = append(resp.Warnings, notes...)
+	return resp
 }
 
 // judgedDaemonSet is one DaemonSet's finding on a node change.
@@ -230,9 +294,5 @@ func namedLine(prefix string, names []string, suffix string) string {
 		}
 	}
 	// One name too long for a line of its own is counted as well.
-	counted := fmt.Sprintf("%d DaemonSets", len(names))
-	if len(names) == 1 {
-		counted = "1 DaemonSet"
-	}
-	return oneLine(prefix + counted + suffix)
+	return oneLine(prefix + countDaemonSets(len(names)) + suffix)
 }

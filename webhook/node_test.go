@@ -44,7 +44,11 @@ func newNodeChangeHandler(t *testing.T, policyYAML string, f nodeChangeFixture) 
 	t.Helper()
 	scheme, src, m := testServing(t, policyYAML)
 	h := NewNodeChangeHandler(scheme, src, m)
-	h.DaemonSets = func(context.Context) ([]appsv1.DaemonSet, error) { return f.dss, nil }
+	dss := make([]*appsv1.DaemonSet, len(f.dss))
+	for i := range f.dss {
+		dss[i] = &f.dss[i]
+	}
+	h.DaemonSets = func(context.Context) ([]*appsv1.DaemonSet, error) { return dss, nil }
 	h.PodsOnNode = func(_ context.Context, node string) ([]metav1.PartialObjectMetadata, error) {
 		var out []metav1.PartialObjectMetadata
 		for _, name := range f.withPod {
@@ -56,6 +60,12 @@ func newNodeChangeHandler(t *testing.T, policyYAML string, f nodeChangeFixture) 
 		return out, nil
 	}
 	return h, m
+}
+
+// fromAPIServer is ctx of a request the server told came from the API
+// server (here by its address, client authentication off).
+func fromAPIServer(ctx context.Context) context.Context {
+	return withCaller(ctx, caller{peer: peer{key: "10.0.0.1", trusted: true, byAddress: true}})
 }
 
 func workerNode(mutate ...func(*corev1.Node)) *corev1.Node {
@@ -161,7 +171,7 @@ func TestNodeChange_SaysWhichDaemonSetsLoseTheNode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h, m := newNodeChangeHandler(t, tc.policy, cluster)
-			resp := h.Handle(context.Background(), nodeRequest(t, admissionv1.Update, workerNode(), tc.after))
+			resp := h.Handle(fromAPIServer(t.Context()), nodeRequest(t, admissionv1.Update, workerNode(), tc.after))
 			if resp.Allowed != tc.allowed {
 				t.Fatalf("allowed = %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
 			}
@@ -238,7 +248,7 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 		name: "DaemonSets cannot be listed: the entry fails open",
 		req:  func(t *testing.T) admission.Request { return nodeRequest(t, admissionv1.Update, workerNode(), taint) },
 		tweak: func(h *NodeChangeHandler) {
-			h.DaemonSets = func(context.Context) ([]appsv1.DaemonSet, error) { return nil, errors.New("cache not synced") }
+			h.DaemonSets = func(context.Context) ([]*appsv1.DaemonSet, error) { return nil, errors.New("cache not synced") }
 		},
 		code: http.StatusServiceUnavailable, result: "error",
 	}, {
@@ -256,7 +266,12 @@ func TestNodeChange_AnswersWithoutJudging(t *testing.T) {
 			if tc.tweak != nil {
 				tc.tweak(h)
 			}
-			resp := h.Handle(context.Background(), tc.req(t))
+			ctx := fromAPIServer(t.Context())
+			if h.ClientAuth {
+				// Not through the server: a caller that did not authenticate.
+				ctx = t.Context()
+			}
+			resp := h.Handle(ctx, tc.req(t))
 			if resp.Allowed != tc.allowed || len(resp.Warnings) > 0 {
 				t.Fatalf("allowed = %v with warnings %q, want allowed = %v and none: %+v", resp.Allowed, resp.Warnings, tc.allowed, resp.Result)
 			}
@@ -324,7 +339,7 @@ func manyGroupsWithinTheCap(t *testing.T, groups, perGroup int, denied bool) {
 		members[i%groups] = append(members[i%groups], "monitoring/"+name)
 	}
 	h, metrics := newNodeChangeHandler(t, policy, f)
-	resp := h.Handle(t.Context(), nodeRequest(t, admissionv1.Update, workerNode(), after))
+	resp := h.Handle(fromAPIServer(t.Context()), nodeRequest(t, admissionv1.Update, workerNode(), after))
 	want := min(groups, maxNodeChangeLines)
 	if resp.Allowed == denied || len(resp.Warnings) != want {
 		t.Fatalf("allowed %v with %d warnings, want allowed %v with exactly %d:\n%s",
@@ -402,7 +417,7 @@ func TestNodeChange_ALineNoNameFitsCountsTheDaemonSets(t *testing.T) {
 		f.withPod = append(f.withPod, name)
 	}
 	h, _ := newNodeChangeHandler(t, "", f)
-	resp := h.Handle(t.Context(), nodeRequest(t, admissionv1.Update, workerNode(), workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule))))
+	resp := h.Handle(fromAPIServer(t.Context()), nodeRequest(t, admissionv1.Update, workerNode(), workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule))))
 	want := []string{"node-change: 2 DaemonSets: taint dedicated=infra:NoSchedule not tolerated: " +
 		"its Pod keeps running until it is restarted, evicted or updated, then never comes back on infra-4"}
 	if !resp.Allowed || !slices.Equal(resp.Warnings, want) {

@@ -30,6 +30,9 @@ const (
 	// RefusedLaneFull: the heavy lane's queue is full of the API server's
 	// requests, and the caller is not the API server.
 	RefusedLaneFull = "lane-full"
+	// RefusedEntryBusy: a review of an entry judged a few at a time (the
+	// Node entry, Server.RegisterLimited) that found no turn in time.
+	RefusedEntryBusy = "entry-busy"
 )
 
 // Callers of dsguard_webhook_refusals_total's caller label.

@@ -117,6 +117,7 @@ type Server struct {
 	evicted   func() // called per evicted connection; may be nil
 
 	mu       sync.Mutex
+	limited  map[string]int // lane widths of the paths RegisterLimited registered
 	started  bool
 	addr     string
 	draining atomic.Bool
@@ -164,11 +165,31 @@ func (s *Server) Register(path string, hook http.Handler) {
 	s.uncounted.Handle(path, hook)
 }
 
-// byCaller sends a request to the counted or the uncounted handlers.
-func (s *Server) byCaller(clientAuth bool) http.Handler {
+// RegisterLimited puts hook at path, judged at most width requests at a
+// time in a lane of its own: a request waits for it once its body is here
+// and before it is decoded, whatever its size, and never takes the heavy
+// lane the DaemonSet reviews share. The API server's requests go first,
+// the others' take turns by source; one that finds no turn within its
+// allowance (laneWaitFor) is refused as busy, which a fail-open entry
+// admits. Waiting connections stay evictable at the connection cap, so a
+// flood of such reviews holds at most width connections busy. Register it
+// before Start.
+func (s *Server) RegisterLimited(path string, hook http.Handler, width int) {
+	s.Register(path, hook)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limited == nil {
+		s.limited = map[string]int{}
+	}
+	s.limited[path] = max(1, width)
+}
+
+// byCaller sends a request to the counted or the uncounted handlers, by
+// the caller track recorded.
+func (s *Server) byCaller() http.Handler {
 	counted := s.WebhookMux()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (clientAuth && !Authenticated(r.Context())) || Unverified(r.Context()) {
+		if callerOf(r.Context(), false).uncounted() != "" {
 			s.uncounted.ServeHTTP(w, r)
 			return
 		}
@@ -245,6 +266,14 @@ func (s *Server) Start(ctx context.Context) error {
 	// it, so that together they never take more than GOMAXPROCS-1 cores.
 	guard.lane = newHeavyLane(heavyLaneWidth())
 	guard.lane.waiting = s.opts.HeavyWaiting
+	s.mu.Lock()
+	for path, width := range s.limited {
+		if guard.own == nil {
+			guard.own = map[string]*heavyLane{}
+		}
+		guard.own[path] = newHeavyLane(width)
+	}
+	s.mu.Unlock()
 	// A large review waits at most half the read deadline for the lane
 	// (less when the API server's own timeout is shorter, see laneWaitFor).
 	guard.laneWait = s.opts.ReadTimeout / 2
@@ -257,7 +286,7 @@ func (s *Server) Start(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       guard.connContext,
 		ConnState:         guard.connState,
-		Handler:           guard.track(s.closeWhenDraining(s.byCaller(auth != nil))),
+		Handler:           guard.track(s.closeWhenDraining(s.byCaller())),
 		MaxHeaderBytes:    64 << 10, // a review's headers are a few hundred bytes
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
@@ -337,18 +366,67 @@ func (s *Server) StartedChecker() healthz.Checker {
 	}
 }
 
-type authenticatedKey struct{}
+// caller is who sent a request, decided once, when it arrives
+// (connGuard.track), and read by everyone after: the server's counted or
+// uncounted handlers, the handlers' decision series, what a verdict may
+// name, the lanes' order.
+type caller struct {
+	peer peer
+	// clientAuth: callers can authenticate with a client certificate.
+	clientAuth bool
+	// unverified: without client authentication, the request came from
+	// outside the API server's addresses after the API server was seen
+	// calling from them.
+	unverified bool
+}
 
-type unverifiedKey struct{}
+// authenticated: a verified client certificate naming an expected identity.
+func (c caller) authenticated() bool { return c.peer.trusted && !c.peer.byAddress }
+
+// failedClientAuth: callers can authenticate, and this one did not.
+func (c caller) failedClientAuth() bool { return c.clientAuth && !c.authenticated() }
+
+// uncounted is the decision a request counts as instead of its answer, ""
+// when its answer counts: a caller that failed client authentication, or
+// an unverified one, answered but kept out of the series alerts read.
+func (c caller) uncounted() string {
+	switch {
+	case c.failedClientAuth():
+		return "unauthenticated"
+	case c.unverified:
+		return "unverified"
+	}
+	return ""
+}
+
+// mayLearnNames reports whether an answer may name the cluster's objects
+// (the DaemonSets a node change takes away): only to the API server, by
+// its client certificate or, without client authentication, its address.
+func (c caller) mayLearnNames() bool { return c.peer.trusted }
+
+type callerKey struct{}
+
+// withCaller records c as the caller of the request in ctx.
+func withCaller(ctx context.Context, c caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerOf is the caller the server recorded in ctx. A request that did
+// not come through the server (a handler called directly) is of a caller
+// nobody told apart: unauthenticated when clientAuth says callers can
+// authenticate, otherwise unknown.
+func callerOf(ctx context.Context, clientAuth bool) caller {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		return c
+	}
+	return caller{clientAuth: clientAuth}
+}
 
 // Unverified reports whether the request in ctx came, without client
 // authentication, from a source outside the API server's addresses after
 // the API server was seen calling from them: most likely not the API
 // server, so it is answered but not counted where alerts read.
-func Unverified(ctx context.Context) bool {
-	v, _ := ctx.Value(unverifiedKey{}).(bool)
-	return v
-}
+func Unverified(ctx context.Context) bool { return callerOf(ctx, false).unverified }
 
 // peerOf is who sent r: the API server by its client certificate, or,
 // without client authentication, by its address.
@@ -377,10 +455,7 @@ func (g *connGuard) peerOf(r *http.Request) peer {
 // expected API server identity. Only then do verdicts name nodes, and only
 // then does a request count in the metrics alerts read: any Pod that can
 // reach the port could otherwise learn node names or forge those counts.
-func Authenticated(ctx context.Context) bool {
-	v, _ := ctx.Value(authenticatedKey{}).(bool)
-	return v
-}
+func Authenticated(ctx context.Context) bool { return callerOf(ctx, false).authenticated() }
 
 // phase is where a connection is in its current request.
 type phase int
@@ -416,6 +491,9 @@ type connGuard struct {
 	// read, at most laneWait; nil lets every body through at once.
 	lane     *heavyLane
 	laneWait time.Duration
+	// own are the lanes of the paths registered with RegisterLimited,
+	// which every request to them takes instead of the heavy lane.
+	own map[string]*heavyLane
 	// bodies is the budget of bytes for bodies over LargeReviewBytes,
 	// reserved as they arrive; nil: none.
 	bodies *bodyBudget
@@ -617,12 +695,8 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
 		p := g.peerOf(r)
-		switch {
-		case p.trusted && !p.byAddress:
-			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
-		case !p.trusted && g.apiServerSeen.Load():
-			r = r.WithContext(context.WithValue(r.Context(), unverifiedKey{}, true))
-		}
+		r = r.WithContext(withCaller(r.Context(), caller{peer: p, clientAuth: g.auth != nil,
+			unverified: g.auth == nil && !p.trusted && g.apiServerSeen.Load()}))
 		start := time.Now()
 		if gc != nil {
 			start = g.begin(gc, p.trusted)
@@ -668,12 +742,16 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 				r.Body = &bufferedBody{Reader: bytes.NewReader(body), data: body, Closer: rest}
 			}
 		}
-		if g.lane != nil {
+		lane, own := g.lane, g.own[r.URL.Path]
+		if own != nil {
+			lane = own
+		}
+		if lane != nil {
 			// The lane is taken only once the body is here: a client that
 			// announces a large body and sends it slowly, or never, is
 			// cut off, and never holds the lane. An oversized body is left
 			// to controller-runtime to refuse.
-			use := &laneUse{lane: g.lane, peer: p, deadline: turn, refused: g.refused}
+			use := &laneUse{lane: lane, peer: p, deadline: turn, refused: g.refused}
 			if gc != nil {
 				use.waiting = func(on bool) {
 					if on {
@@ -683,18 +761,22 @@ func (g *connGuard) track(next http.Handler) http.Handler {
 					}
 				}
 			}
-			if size > LargeReviewBytes && size <= maxReviewBytes {
+			if (own != nil || size > LargeReviewBytes) && size <= maxReviewBytes {
 				if gc != nil {
 					g.set(gc, phaseWaiting)
 				}
 				ctx, cancel := context.WithDeadline(r.Context(), turn)
-				release, err := g.lane.acquire(ctx, p)
+				release, err := lane.acquire(ctx, p)
 				cancel()
 				if err != nil {
 					if r.Context().Err() == nil {
 						// Not a client gone (or evicted at the cap).
-						g.refused.add(laneRefusal(err), p)
-						http.Error(w, busyLargeReviews, http.StatusServiceUnavailable)
+						reason, answer := laneRefusal(err), busyLargeReviews
+						if own != nil {
+							reason, answer = RefusedEntryBusy, busyEntry
+						}
+						g.refused.add(reason, p)
+						http.Error(w, answer, http.StatusServiceUnavailable)
 					}
 					return
 				}
@@ -722,8 +804,12 @@ func laneRefusal(err error) string {
 	return RefusedLaneTimeout
 }
 
-// busyLargeReviews is the answer to a large review that found no room.
-const busyLargeReviews = "dsguard is busy with other large reviews; retry later"
+// busyLargeReviews is the answer to a large review that found no room,
+// busyEntry to a review of a RegisterLimited path that found no turn.
+const (
+	busyLargeReviews = "dsguard is busy with other large reviews; retry later"
+	busyEntry        = "dsguard is busy with other reviews of this kind; retry later"
+)
 
 // laneWaitFor is how long a large review may wait for room for its body and
 // for the heavy lane together: at most laneWait, and at most half the

@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -526,11 +525,15 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	srv.Register(dswebhook.DaemonSetPath, dsHandler.HTTPHandler())
 	srv.Register(dswebhook.PolicyConfigMapPath,
 		admission.WithValidator[*corev1.ConfigMap](scheme, &dswebhook.PolicyConfigMapValidator{Ref: ref}))
-	nodeChanges, err := o.nodeChangeHandler(mgr, scheme, source, m)
-	if err != nil {
-		return err
+	nodeChanges := o.nodeChangeHandler(mgr, scheme, source, daemonSets, m)
+	// Node reviews are judged one at a time in a lane of their own, so
+	// that a flood of them (any Pod can send one where client
+	// authentication is off) never holds up DaemonSet reviews.
+	if s, ok := srv.(*dswebhook.Server); ok {
+		s.RegisterLimited(dswebhook.NodePath, nodeChanges.HTTPHandler(), dswebhook.NodeLaneWidth)
+	} else {
+		srv.Register(dswebhook.NodePath, nodeChanges.HTTPHandler())
 	}
-	srv.Register(dswebhook.NodePath, &webhook.Admission{Handler: nodeChanges})
 	return nil
 }
 
@@ -539,30 +542,21 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 const readySample = 50
 
 // nodeChangeHandler judges changes to Nodes by the DaemonSets in the
-// manager's cache (the informer the auditor shares, registered here so that
-// every replica has it synced before it is ready) and the Pods bound to the
-// node, listed when a person changes a node: metadata only, no Pod informer.
+// manager's cache (the lister the DaemonSet handler and the auditor share)
+// and the Pods bound to the node, listed when the API server sends a change
+// that moves some DaemonSet's placement: metadata only, no Pod informer.
 func (o *serveOptions) nodeChangeHandler(mgr ctrl.Manager, scheme *runtime.Scheme, source *clusterview.PolicySource,
-	m *dswebhook.Metrics) (*dswebhook.NodeChangeHandler, error) {
+	daemonSets *clusterview.DaemonSetLister, m *dswebhook.Metrics) *dswebhook.NodeChangeHandler {
 	h := dswebhook.NewNodeChangeHandler(scheme, source, m)
 	h.ClientAuth = o.clientCAFile != ""
-	// Before the manager starts this only registers the informer, which
-	// then starts and syncs with the cache.
-	if _, err := mgr.GetCache().GetInformer(context.Background(), &appsv1.DaemonSet{}); err != nil {
-		return nil, fmt.Errorf("DaemonSet informer: %w", err)
-	}
-	h.DaemonSets = func(ctx context.Context) ([]appsv1.DaemonSet, error) {
-		var list appsv1.DaemonSetList
-		err := mgr.GetCache().List(ctx, &list)
-		return list.Items, err
-	}
+	h.DaemonSets = daemonSets.List
 	h.PodsOnNode = func(ctx context.Context, node string) ([]metav1.PartialObjectMetadata, error) {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 		err := mgr.GetAPIReader().List(ctx, list, client.MatchingFields{"spec.nodeName": node})
 		return list.Items, err
 	}
-	return h, nil
+	return h
 }
 
 // parseAddresses reads addresses (one host each) and CIDRs.
