@@ -163,10 +163,10 @@ func TestNodeChange_WarningsNameWhoLosesTheNode(t *testing.T) {
 }
 
 // TestNodeChange_NodesOwnWritesNeverReachDsguard makes the Node writes the
-// kubelet and the node controllers make (as those identities) and an
-// autoscaler taint's change by an admin: the API server's match conditions
-// leave every one of them out, so its metrics count no call to dsguard's
-// Node entry and one exclusion each.
+// kubelet (an annotation, a status update) and the node controllers make
+// (as those identities) and an autoscaler taint's change by an admin: the
+// API server's match conditions leave every one of them out, so its
+// metrics count no call to dsguard's Node entry and one exclusion each.
 func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 	const node = "worker-1"
 	t.Cleanup(func() {
@@ -175,7 +175,7 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 		// One change per kubectl call: kubectl taint stops at a taint
 		// that is already gone and would leave the others.
 		for _, undo := range [][]string{
-			{"label", "nodes", node, "e2e.dsguard.io/kubelet-"},
+			{"annotate", "nodes", node, "e2e.dsguard.io/kubelet-"},
 			{"taint", "nodes", node, "e2e.dsguard.io/controller-"},
 			{"taint", "nodes", node, "ToBeDeletedByClusterAutoscaler-"},
 		} {
@@ -194,7 +194,9 @@ func TestNodeChange_NodesOwnWritesNeverReachDsguard(t *testing.T) {
 	writes := [][]string{
 		// system:masters authorizes the write whatever the authorizers
 		// grant these identities here; admission sees the identity.
-		{"--as=system:node:" + node, "--as-group=system:nodes", "--as-group=system:masters", "label", "nodes", node, "e2e.dsguard.io/kubelet=1"},
+		{"--as=system:node:" + node, "--as-group=system:nodes", "--as-group=system:masters", "annotate", "nodes", node, "e2e.dsguard.io/kubelet=1"},
+		{"--as=system:node:" + node, "--as-group=system:nodes", "--as-group=system:masters", "patch", "nodes", node, "--subresource=status",
+			"--type=merge", "-p", `{"metadata":{"annotations":{"e2e.dsguard.io/kubelet":"2"}}}`},
 		{"--as=system:serviceaccount:kube-system:node-controller", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller=1:NoExecute"},
 		{"--as=system:kube-controller-manager", "--as-group=system:masters", "taint", "nodes", node, "e2e.dsguard.io/controller-"},
 		{"taint", "nodes", node, "ToBeDeletedByClusterAutoscaler=1733500000:NoSchedule"},
