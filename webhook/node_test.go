@@ -40,7 +40,7 @@ func selecting(key, value string) func(*appsv1.DaemonSet) {
 	return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = map[string]string{key: value} }
 }
 
-func newNodeChangeHandler(t *testing.T, policyYAML string, f nodeChangeFixture) (*NodeChangeHandler, *Metrics) {
+func newNodeChangeHandler(t testing.TB, policyYAML string, f nodeChangeFixture) (*NodeChangeHandler, *Metrics) {
 	t.Helper()
 	scheme, src, m := testServing(t, policyYAML)
 	h := NewNodeChangeHandler(scheme, src, m)
