@@ -82,4 +82,3 @@ func nodeReviewBody(b *testing.B, before, after *corev1.Node) []byte {
 	}
 	return data
 }
-
