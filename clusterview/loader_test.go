@@ -159,6 +159,20 @@ func TestPolicyLoader_Integrity(t *testing.T) {
 		t.Errorf("a tampered record: active %q (enforcement %s), degraded %v; want the defaults, degraded, saying why",
 			a.Origin, a.Policy.Enforcement(), dSrc.Degraded())
 	}
+	// An edit that keeps the record's length (deny lowered to warn in
+	// place, "deny" and "warn" both four bytes) is refused the same way:
+	// the digest is of the content, not its size.
+	sameLength := strings.Replace(strict, "deny", "warn", 1)
+	record.Data[LastGoodDocumentKey] = sameLength
+	record.Data[LastGoodDigestKey] = Digest([]byte(strict))
+	if err := c.Update(t.Context(), &record); err != nil {
+		t.Fatal(err)
+	}
+	lSrc := NewPolicySource(nil)
+	(&PolicyLoader{Ref: ref, Source: lSrc, Log: logr.Discard(), LastGood: store}).fallBack(t.Context(), errors.New("gone"), nil)
+	if lSrc.Degraded() == nil || !strings.Contains(lSrc.Degraded().Error(), "does not match its sha256") {
+		t.Errorf("a record edited in place (same length): degraded %v; want refused for its sha256", lSrc.Degraded())
+	}
 	// With a matching digest, a record that does not validate is refused
 	// too.
 	record.Data[LastGoodDocumentKey] = broken
