@@ -67,6 +67,20 @@ func (f *Freshness) AgeCollector() prometheus.Collector {
 	}, func() float64 { return f.Age().Seconds() })
 }
 
+// BoundCollector is the gauge dsguard_node_view_staleness_bound_seconds: the
+// bound the age is judged by (--node-staleness-bound), so that the stale-view
+// alert compares each replica's age with its own bound, whatever it is set to.
+func (f *Freshness) BoundCollector() prometheus.Collector {
+	bound := f.StaleAfter
+	if bound <= 0 {
+		bound = DefaultStaleAfter
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dsguard_node_view_staleness_bound_seconds",
+		Help: "The node view's staleness bound (--node-staleness-bound): past it, node-aware rules judge without live nodes.",
+	}, func() float64 { return bound.Seconds() })
+}
+
 // watchError is the node reflector's error handler: a failed node list or
 // watch marks the view as out of touch; every error is then logged as
 // client-go's default handler does.

@@ -411,7 +411,7 @@ func addClusterView(mgr ctrl.Manager, ref clusterview.PolicyRef, lastGood *clust
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 		return mgr.GetAPIReader().List(ctx, list, client.Limit(1))
 	}
-	metrics.Registry.MustRegister(nodes.AgeCollector())
+	metrics.Registry.MustRegister(nodes.AgeCollector(), nodes.BoundCollector())
 	if err := mgr.Add(nodes); err != nil {
 		return nil, err
 	}
