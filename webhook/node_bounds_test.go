@@ -60,9 +60,17 @@ func TestNodeChange_BoundedWork(t *testing.T) {
 		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
 		allowed: true, result: "warned", warning: "node-change: monitoring/cilium: taint dedicated=infra:NoSchedule", listed: true, podsListed: true, names: true,
 	}, {
-		name: "a caller not known to be the API server learns counts only", ctx: func(ctx context.Context) context.Context { return ctx },
+		name: "an unverified caller learns counts only", ctx: func(ctx context.Context) context.Context { return withCaller(ctx, caller{unverified: true}) },
 		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
-		allowed: true, result: "warned", warning: "node-change: 1 DaemonSet loses node infra-4 (names are given only to the API server", listed: true,
+		allowed: true, result: "unverified", warning: "node-change: 1 DaemonSet loses node infra-4 (names are given only to the API server", listed: true,
+	}, {
+		name: "no client authentication and the API server never seen at its addresses: nobody can be told apart, names given", ctx: func(ctx context.Context) context.Context { return ctx },
+		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
+		allowed: true, result: "warned", warning: "node-change: monitoring/cilium: taint dedicated=infra:NoSchedule", listed: true, podsListed: true, names: true,
+	}, {
+		name: "a caller that failed client authentication learns nothing", ctx: func(ctx context.Context) context.Context { return withCaller(ctx, caller{clientAuth: true}) },
+		after:   workerNode(tainted("dedicated", "infra", corev1.TaintEffectNoSchedule)),
+		allowed: true, result: "unauthenticated",
 	}, {
 		name: "an unverified caller's deny still denies, naming nobody", policy: denyNodeLosses,
 		ctx:     func(ctx context.Context) context.Context { return withCaller(ctx, caller{unverified: true}) },

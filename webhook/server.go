@@ -400,9 +400,17 @@ func (c caller) uncounted() string {
 }
 
 // mayLearnNames reports whether an answer may name the cluster's objects
-// (the DaemonSets a node change takes away): only to the API server, by
-// its client certificate or, without client authentication, its address.
-func (c caller) mayLearnNames() bool { return c.peer.trusted }
+// (the DaemonSets a node change takes away): to the API server, by its
+// client certificate or, without client authentication, its address; and,
+// without client authentication, to every caller while the API server has
+// not been seen at its addresses: dsguard cannot then tell it from anyone
+// (where the API server calls from an address its EndpointSlice does not
+// list), and withholding the names would withhold them from the person at
+// the terminal too. Once it was seen there, other sources are unverified and
+// learn counts only.
+func (c caller) mayLearnNames() bool {
+	return c.peer.trusted || !c.clientAuth && !c.unverified
+}
 
 type callerKey struct{}
 
