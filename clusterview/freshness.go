@@ -49,14 +49,18 @@ func (f *Freshness) Age() time.Duration {
 
 // StaleFor returns the view's age when it is past StaleAfter, else 0.
 func (f *Freshness) StaleFor() time.Duration {
-	bound := f.StaleAfter
-	if bound <= 0 {
-		bound = DefaultStaleAfter
-	}
-	if age := f.Age(); age > bound {
+	if age := f.Age(); age > f.bound() {
 		return age
 	}
 	return 0
+}
+
+// bound is StaleAfter, or DefaultStaleAfter when it is not set.
+func (f *Freshness) bound() time.Duration {
+	if f.StaleAfter <= 0 {
+		return DefaultStaleAfter
+	}
+	return f.StaleAfter
 }
 
 // AgeCollector is the gauge dsguard_node_view_age_seconds.
@@ -71,14 +75,10 @@ func (f *Freshness) AgeCollector() prometheus.Collector {
 // bound the age is judged by (--node-staleness-bound), so that the stale-view
 // alert compares each replica's age with its own bound, whatever it is set to.
 func (f *Freshness) BoundCollector() prometheus.Collector {
-	bound := f.StaleAfter
-	if bound <= 0 {
-		bound = DefaultStaleAfter
-	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dsguard_node_view_staleness_bound_seconds",
 		Help: "The node view's staleness bound (--node-staleness-bound): past it, node-aware rules judge without live nodes.",
-	}, func() float64 { return bound.Seconds() })
+	}, func() float64 { return f.bound().Seconds() })
 }
 
 // watchError is the node reflector's error handler: a failed node list or

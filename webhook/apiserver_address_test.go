@@ -122,7 +122,7 @@ func TestServer_UnverifiedOnceTheAPIServerWasSeen(t *testing.T) {
 		func(s *Server) {
 			s.Register("/who", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.ReadAll(r.Body)
-				fmt.Fprintf(w, "authenticated=%v unverified=%v", Authenticated(r.Context()), Unverified(r.Context()))
+				fmt.Fprintf(w, "authenticated=%v unverified=%v", Authenticated(r.Context()), callerOf(r.Context(), false).unverified)
 			}))
 		})
 	who := func(local string) string {

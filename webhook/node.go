@@ -294,5 +294,5 @@ func namedLine(prefix string, names []string, suffix string) string {
 		}
 	}
 	// One name too long for a line of its own is counted as well.
-	return oneLine(prefix + countDaemonSets(len(names)) + suffix)
+	return oneLine(prefix + counted(len(names), "DaemonSet") + suffix)
 }

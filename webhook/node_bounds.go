@@ -129,7 +129,7 @@ func withheldResponse(node string, judged []judgedDaemonSet) admission.Response 
 	resp := admission.Allowed("")
 	if len(denied) > 0 {
 		resp = admission.Denied(fmt.Sprintf("this change to node %s takes %s away that the dsguard policy says no node may lose (%s)",
-			node, countAgents(len(denied)), withheld))
+			node, counted(len(denied), "agent"), withheld))
 	}
 	if len(warned) > 0 {
 		verb := "lose"
@@ -137,23 +137,17 @@ func withheldResponse(node string, judged []judgedDaemonSet) admission.Response 
 			verb = "loses"
 		}
 		resp.Warnings = []string{oneLine(fmt.Sprintf("node-change: %s %s node %s (%s); run `kubectl dsguard taint` or `label` "+
-			"with the same change to see which", countDaemonSets(len(warned)), verb, node, withheld))}
+			"with the same change to see which", counted(len(warned), "DaemonSet"), verb, node, withheld))}
 	}
 	return resp
 }
 
-func countAgents(n int) string {
+// counted is "1 <noun>" or "<n> <noun>s".
+func counted(n int, noun string) string {
 	if n == 1 {
-		return "1 agent"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d agents", n)
-}
-
-func countDaemonSets(n int) string {
-	if n == 1 {
-		return "1 DaemonSet"
-	}
-	return fmt.Sprintf("%d DaemonSets", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // maxAuditAnnotation bounds the audit annotation's value: the API server's
@@ -175,11 +169,4 @@ func kubeletAuditAnnotations(judged []judgedDaemonSet) map[string]string {
 	}
 	slices.Sort(names)
 	return map[string]string{"node-change": truncate("a kubelet's change to its own node takes it from "+strings.Join(names, ", "), maxAuditAnnotation)}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -101,10 +101,15 @@ func oneLine(s string) string {
 	if !singleSpaced(s) {
 		s = strings.Join(strings.Fields(s), " ")
 	}
-	if len(s) > maxWarningLen {
-		s = s[:maxWarningLen-3] + "..."
+	return truncate(s, maxWarningLen)
+}
+
+// truncate cuts s to n bytes, the last three an ellipsis.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	return s[:n-3] + "..."
 }
 
 // singleSpaced reports whether s is already what strings.Fields and a join

@@ -430,12 +430,6 @@ func callerOf(ctx context.Context, clientAuth bool) caller {
 	return caller{clientAuth: clientAuth}
 }
 
-// Unverified reports whether the request in ctx came, without client
-// authentication, from a source outside the API server's addresses after
-// the API server was seen calling from them: most likely not the API
-// server, so it is answered but not counted where alerts read.
-func Unverified(ctx context.Context) bool { return callerOf(ctx, false).unverified }
-
 // peerOf is who sent r: the API server by its client certificate, or,
 // without client authentication, by its address.
 func (g *connGuard) peerOf(r *http.Request) peer {

@@ -36,51 +36,9 @@ func TestStalledBodyFlood_WithoutClientAuth(t *testing.T) {
 	port, health, metricsPort := freePort(t), freePort(t), freePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	const vwc = "dsguard-noauth"
-	manifest := fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: %s
-webhooks:
-  - name: noauth.daemonsets.dsguard.io
-    clientConfig:
-      url: https://localhost:%d/validate-daemonset
-    rules:
-      - apiGroups: [apps]
-        apiVersions: [v1]
-        operations: [CREATE, UPDATE]
-        resources: [daemonsets]
-    namespaceSelector:
-      matchLabels:
-        kubernetes.io/metadata.name: kube-flannel
-    failurePolicy: Ignore
-    sideEffects: None
-    admissionReviewVersions: [v1]
-    timeoutSeconds: 10
-`, vwc, port)
-	if r := kubectl(t, manifest, "apply", "-f", "-"); r.ExitCode != 0 {
-		t.Fatal(r.Error())
-	}
-	t.Cleanup(func() { kubectl(t, "", "delete", "validatingwebhookconfiguration", vwc, "--ignore-not-found") })
-	p, err := cluster.StartDsguard(t.TempDir(), "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
-		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name="+vwc, "--ca-secret=dsguard-noauth-ca",
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health),
-		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=false",
-		"--leader-elect=false", "--fail-open-namespaces=kube-flannel", "--api-server-addresses=127.0.0.1,::1",
-		"--shutdown-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("dsguard without client authentication, log:\n%s", p.Log())
-		}
-		kubectl(t, "", "delete", "secret", "-n", framework.Namespace, "dsguard-noauth-ca", "--ignore-not-found")
-	})
-	if err := p.WaitReady(t.Context(), health, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	noAuthDsguard{name: vwc, namespace: "kube-flannel", failurePolicy: "Ignore", timeout: 10, port: port, health: health,
+		flags: []string{"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--metrics-secure=false",
+			"--fail-open-namespaces=kube-flannel"}}.start(t)
 	scrapeIt := func() []byte {
 		t.Helper()
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics")

@@ -2,6 +2,7 @@ package security
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +80,68 @@ func warnings(r framework.Result) []string {
 		}
 	}
 	return out
+}
+
+// noAuthDsguard is a second dsguard, without client authentication and
+// with the API server's addresses known (the chart's default install),
+// serving one DaemonSet entry of its own for the DaemonSets of namespace.
+type noAuthDsguard struct {
+	name          string // the webhook configuration's and the CA Secret's prefix
+	namespace     string // the namespace the entry matches
+	failurePolicy string
+	timeout       int      // the entry's timeoutSeconds
+	port, health  int      // the webhook and health ports on 127.0.0.1
+	flags         []string // more flags of dsguard serve
+}
+
+// start applies the entry, starts dsguard and waits until it is ready;
+// everything is removed when the test ends.
+func (d noAuthDsguard) start(t *testing.T) *framework.Process {
+	t.Helper()
+	vwc, caSecret := d.name, d.name+"-ca"
+	manifest := fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: %s
+webhooks:
+  - name: %s.daemonsets.dsguard.io
+    clientConfig:
+      url: https://localhost:%d/validate-daemonset
+    rules:
+      - apiGroups: [apps]
+        apiVersions: [v1]
+        operations: [CREATE, UPDATE]
+        resources: [daemonsets]
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: %s
+    failurePolicy: %s
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    timeoutSeconds: %d
+`, vwc, d.name, d.port, d.namespace, d.failurePolicy, d.timeout)
+	if r := kubectl(t, manifest, "apply", "-f", "-"); r.ExitCode != 0 {
+		t.Fatal(r.Error())
+	}
+	t.Cleanup(func() { kubectl(t, "", "delete", "validatingwebhookconfiguration", vwc, "--ignore-not-found") })
+	args := append([]string{"serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
+		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name=" + vwc, "--ca-secret=" + caSecret,
+		"--host", "127.0.0.1", "--port", strconv.Itoa(d.port),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(d.health),
+		"--leader-elect=false", "--api-server-addresses=127.0.0.1,::1", "--shutdown-timeout", "5s"}, d.flags...)
+	p, err := cluster.StartDsguard(t.TempDir(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("dsguard %s, log:\n%s", d.name, p.Log())
+		}
+		kubectl(t, "", "delete", "secret", "-n", framework.Namespace, caSecret, "--ignore-not-found")
+	})
+	if err := p.WaitReady(t.Context(), d.health, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

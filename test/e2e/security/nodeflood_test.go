@@ -39,49 +39,8 @@ func TestNodeReviewFlood_DaemonSetWritesStayJudged(t *testing.T) {
 	if r := kubectl(t, "", "create", "namespace", ns); r.ExitCode != 0 {
 		t.Fatal(r.Error())
 	}
-	manifest := fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: %s
-webhooks:
-  - name: flood.daemonsets.dsguard.io
-    clientConfig:
-      url: https://localhost:%d/validate-daemonset
-    rules:
-      - apiGroups: [apps]
-        apiVersions: [v1]
-        operations: [CREATE, UPDATE]
-        resources: [daemonsets]
-    namespaceSelector:
-      matchLabels:
-        kubernetes.io/metadata.name: %s
-    failurePolicy: Fail
-    sideEffects: None
-    admissionReviewVersions: [v1]
-    timeoutSeconds: 5
-`, vwc, port, ns)
-	if r := kubectl(t, manifest, "apply", "-f", "-"); r.ExitCode != 0 {
-		t.Fatal(r.Error())
-	}
-	t.Cleanup(func() { kubectl(t, "", "delete", "validatingwebhookconfiguration", vwc, "--ignore-not-found") })
-	p, err := cluster.StartDsguard(t.TempDir(), "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", framework.Namespace,
-		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name="+vwc, "--ca-secret=dsguard-node-flood-ca",
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--max-connections=32",
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health), "--metrics-bind-address=0",
-		"--leader-elect=false", "--api-server-addresses=127.0.0.1,::1", "--shutdown-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("dsguard, log:\n%s", p.Log())
-		}
-		kubectl(t, "", "delete", "secret", "-n", framework.Namespace, "dsguard-node-flood-ca", "--ignore-not-found")
-	})
-	if err := p.WaitReady(t.Context(), health, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	noAuthDsguard{name: vwc, namespace: ns, failurePolicy: "Fail", timeout: 5, port: port, health: health,
+		flags: []string{"--max-connections=32", "--metrics-bind-address=0"}}.start(t)
 	// Until the API server's caBundle holds this dsguard's CA its calls
 	// fail (and the entry refuses): wait until a create is admitted.
 	framework.Eventually(t, 60*time.Second, 500*time.Millisecond, func() bool {
