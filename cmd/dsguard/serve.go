@@ -529,11 +529,13 @@ func (o *serveOptions) registerWebhooks(mgr ctrl.Manager, scheme *runtime.Scheme
 	// Node reviews are judged one at a time in a lane of their own, so
 	// that a flood of them (any Pod can send one where client
 	// authentication is off) never holds up DaemonSet reviews.
-	if s, ok := srv.(*dswebhook.Server); ok {
-		s.RegisterLimited(dswebhook.NodePath, nodeChanges.HTTPHandler(), dswebhook.NodeLaneWidth)
-	} else {
-		srv.Register(dswebhook.NodePath, nodeChanges.HTTPHandler())
+	s, ok := srv.(*dswebhook.Server)
+	if !ok {
+		// newManager always gives it dsguard's server; a Node entry
+		// without its lane must not be served quietly.
+		return fmt.Errorf("the webhook server is a %T, not dsguard's: the Node entry needs its own lane", srv)
 	}
+	s.RegisterLimited(dswebhook.NodePath, nodeChanges.HTTPHandler(), dswebhook.NodeLaneWidth)
 	return nil
 }
 
