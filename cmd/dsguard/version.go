@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	commonversion "github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 
 	"github.com/dsguard/dsguard/render"
@@ -69,13 +71,12 @@ func newVersionCommand() *cobra.Command {
 }
 
 // buildInfo is dsguard_build_info: always 1, its labels say which build
-// runs, so that dashboards and alerts can tell replicas of two versions apart
-// during a rollout.
+// runs (version as dsguard version prints it, revision, goversion, goos,
+// goarch and the build tags: "norender" marks the image's build), so that
+// dashboards and alerts can tell replicas of two builds apart during a
+// rollout. It is client_golang's version collector, the series Prometheus
+// exporters share, given dsguard's version.
 func buildInfo() prometheus.Collector {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dsguard_build_info",
-		Help: "Always 1; the labels name the running build: version (as dsguard version prints it) and goversion.",
-	}, []string{"version", "goversion"})
-	g.WithLabelValues(versionString(), runtime.Version()).Set(1)
-	return g
+	commonversion.Version = versionString()
+	return versioncollector.NewCollector("dsguard")
 }

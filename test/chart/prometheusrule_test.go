@@ -54,7 +54,17 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 				return true
 			}
 			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || !constructor.MatchString(sel.Sel.Name) {
+			if !ok {
+				return true
+			}
+			// client_golang's version collector: <program>_build_info,
+			// its labels fixed by the collector.
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "versioncollector" && sel.Sel.Name == "NewCollector" {
+				defs[stringLit(call.Args[0])+"_build_info"] = metricDef{source: filepath.Base(file),
+					labels: []string{"version", "revision", "branch", "goversion", "goos", "goarch", "tags"}}
+				return true
+			}
+			if !constructor.MatchString(sel.Sel.Name) {
 				return true
 			}
 			if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "prometheus" {
@@ -98,7 +108,7 @@ func definedMetrics(t *testing.T, root string) map[string]metricDef {
 			return true
 		})
 	}
-	for _, want := range []string{"dsguard_admission_decisions_total", "dsguard_daemonset_state",
+	for _, want := range []string{"dsguard_admission_decisions_total", "dsguard_daemonset_state", "dsguard_build_info",
 		"controller_runtime_webhook_requests_total", "controller_runtime_webhook_latency_seconds_bucket"} {
 		if _, ok := defs[want]; !ok {
 			t.Fatalf("found no definition of %s in %v: the source parsing is broken", want, files)
