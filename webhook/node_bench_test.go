@@ -61,6 +61,23 @@ func BenchmarkNodeReview(b *testing.B) {
 			b.ReportMetric(float64(len(tc.node.Spec.Taints)), "taints")
 		})
 	}
+	// The floor: decoding the largest review and its two Nodes, nothing
+	// judged. The entry's cost at the largest Node is this plus its bounded
+	// work, so the ratio of largest-3MiB to it says what the bounds leave.
+	b.Run("decode-only-3MiB", func(b *testing.B) {
+		body := nodeReviewBody(b, workerNode(), largest)
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var review admissionv1.AdmissionReview
+			var before, after corev1.Node
+			if json.Unmarshal(body, &review) != nil || json.Unmarshal(review.Request.Object.Raw, &after) != nil ||
+				json.Unmarshal(review.Request.OldObject.Raw, &before) != nil {
+				b.Fatal("the review does not decode")
+			}
+		}
+		b.ReportMetric(float64(len(largest.Spec.Taints)), "taints")
+	})
 }
 
 func nodeReviewBody(b *testing.B, before, after *corev1.Node) []byte {
