@@ -115,7 +115,8 @@ release-test:
 	hack/stage.sh "goreleaser check" $(WITH_RELEASE_TOOLS) goreleaser check && \
 	hack/stage.sh "make image twice, from two copies of the source (image-reproducible)" $(MAKE) -s image-reproducible && \
 	hack/stage.sh "goreleaser release --snapshot (six platforms, archives, SBOMs, krew, Homebrew)" \
-	  $(WITH_RELEASE_TOOLS) goreleaser release --snapshot --clean --skip=publish,sign
+	  $(WITH_RELEASE_TOOLS) goreleaser release --snapshot --clean --skip=publish,sign && \
+	hack/stage.sh "the snapshot's artefacts (completions, checksums, krew, Homebrew, notes)" hack/release/check-dist.sh
 
 # test/chart needs the helm binaries of hack/tools.sh: it runs after them (chart-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/chart)
@@ -268,6 +269,14 @@ INDEX_BINARIES = $(foreach a,$(RELEASE_ARCHES),-binary linux/$(a)=$(INDEX_DIR)/l
 image-binaries:
 	@for a in $(RELEASE_ARCHES); do $(MAKE) -s build BIN_DIR=$(INDEX_DIR)/linux-$$a GOOS=linux GOARCH=$$a TAGS=$(IMAGE_TAGS) || exit 1; done
 
+# The SBOM attested to the image describes the image's binary (-tags norender, no Helm), read from the
+# module data Go embeds in it, not the CLI of the release archives.
+.PHONY: image-sboms
+image-sboms: image-binaries
+	@for a in $(RELEASE_ARCHES); do \
+	  $(WITH_RELEASE_TOOLS) cyclonedx-gomod bin -json -version v$(PLAIN_VERSION) \
+	    -output $(INDEX_DIR)/linux-$$a/dsguard.cdx.json $(INDEX_DIR)/linux-$$a/dsguard || exit 1; done
+
 .PHONY: image-index
 image-index: image-binaries ## Build the image for linux/amd64 and linux/arm64 as one OCI image index and archive in bin/image-index (no Docker engine)
 	$(GO) run ./hack/image $(INDEX_BINARIES) -path /dsguard -user 65532:65532 -ca-certificates -cmd serve \
@@ -280,12 +289,12 @@ image-index: image-binaries ## Build the image for linux/amd64 and linux/arm64 a
 REGISTRY ?= ghcr.io/dsguard
 
 .PHONY: release-publish
-release-publish: image-binaries ## Push the image index and chart (oci://REGISTRY/charts/dsguard) for VERSION, signed with cosign
+release-publish: image-sboms ## Push the image index and chart (oci://REGISTRY/charts/dsguard) for VERSION, signed with cosign, the SBOMs of the image's own binaries attested
 	cosign=$$(hack/tools.sh --only helm --print-cosign) && helm=$$(hack/tools.sh --only helm --print-dir) && \
 	PATH=$$(dirname $$cosign):$$helm:$$PATH \
 	  hack/release/publish.sh --registry $(REGISTRY) --version $(PLAIN_VERSION) \
 	  $(foreach a,$(RELEASE_ARCHES),--binary linux/$(a)=$(INDEX_DIR)/linux-$(a)/dsguard) \
-	  $(foreach f,$(wildcard dist/*_linux_*.cdx.json),--sbom $(f)) $(PUBLISH_FLAGS)
+	  $(foreach a,$(RELEASE_ARCHES),--sbom $(INDEX_DIR)/linux-$(a)/dsguard.cdx.json) $(PUBLISH_FLAGS)
 
 # In make test's release step (release-test): `make build` compiles with
 # -trimpath, as nothing else in make test does but the GoReleaser snapshot
@@ -332,8 +341,10 @@ release-check: ## Validate .goreleaser.yaml with GoReleaser's own check
 	$(WITH_RELEASE_TOOLS) goreleaser check
 
 .PHONY: release
-release: ## Publish the tag's GitHub release with GoReleaser (the release workflow runs this; GITHUB_TOKEN)
-	$(WITH_RELEASE_TOOLS) goreleaser release --clean
+release: ## Publish the tag's GitHub release with GoReleaser, its notes the tag's CHANGELOG.md section (the release workflow runs this; GITHUB_TOKEN, KREW_INDEX_TOKEN, HOMEBREW_TAP_TOKEN)
+	mkdir -p $(BIN_DIR) && hack/release/notes.sh $(PLAIN_VERSION) > $(BIN_DIR)/release-notes.md
+	cosign=$$(hack/tools.sh --only helm --print-cosign) && PATH=$$(dirname $$cosign):$$PATH \
+	  $(WITH_RELEASE_TOOLS) goreleaser release --clean --release-notes $(BIN_DIR)/release-notes.md
 
 .PHONY: release-snapshot
 release-snapshot: ## Build every release artefact into dist/ without publishing (archives, checksums, SBOMs, krew manifest, Homebrew cask, the image index built twice to the same digest)
