@@ -11,6 +11,6 @@ plain=${version#v}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 sed -i -E "s/^version: .*/version: ${plain}/; s/^appVersion: .*/appVersion: \"${plain}\"/" "$root/charts/dsguard/Chart.yaml"
 sed -i -E "/^  version:/,/^  [a-z]/ s/^    default: v[0-9][^ ]*/    default: ${version}/" "$root/action.yml"
-sed -i -E "s#(dsguard/dsguard@)v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(rev: )v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(cmd/dsguard@)v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(charts/dsguard --version )[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${plain}#g; s#(ghcr\.io/dsguard/(charts/)?dsguard:)[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${plain}#g" "$root/README.md" "$root/docs/install.md" "$root/docs/cli.md"
+sed -i -E "s#(dsguard/dsguard@)v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(rev: )v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(cmd/dsguard@)v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g; s#(charts/dsguard --version )[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${plain}#g; s#(ghcr\.io/dsguard/(charts/)?dsguard:)[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${plain}#g; s#(dsguard/dsguard/)v[0-9]+\.[0-9]+\.[0-9]+[^/ ]*(/hack/release/install\.sh)#\1${version}\2#g; s#(install\.sh )v[0-9]+\.[0-9]+\.[0-9]+[^ ]*#\1${version}#g" "$root/README.md" "$root/docs/install.md" "$root/docs/cli.md"
 grep -n -E "^(version|appVersion):" "$root/charts/dsguard/Chart.yaml"
 grep -n -A3 "^  version:" "$root/action.yml" | grep default

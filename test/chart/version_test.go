@@ -92,12 +92,24 @@ func TestVersion_OneConvention(t *testing.T) {
 	if out, err := exec.Command("bash", filepath.Join(dir, "hack/release/set-version.sh"), "v9.8.7").CombinedOutput(); err != nil {
 		t.Fatalf("set-version.sh v9.8.7: %v\n%s", err, out)
 	}
+	released := chart.Version
 	readYAML(t, filepath.Join(dir, "charts", "dsguard", "Chart.yaml"), &chart)
+	// Every install command the README gives names the new release: none is left at the old one.
+	if readme, err := os.ReadFile(filepath.Join(dir, "README.md")); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(string(readme), released) {
+		for _, line := range strings.Split(string(readme), "\n") {
+			if strings.Contains(line, released) {
+				t.Errorf("after set-version.sh v9.8.7, README.md still names %s: %s", released, line)
+			}
+		}
+	}
 	if chart.Version != "9.8.7" || chart.AppVersion != "9.8.7" {
 		t.Errorf("after set-version.sh v9.8.7: version %q, appVersion %q; want 9.8.7", chart.Version, chart.AppVersion)
 	}
 	for file, wants := range map[string][]string{
-		"README.md":       {"oci://ghcr.io/dsguard/charts/dsguard --version 9.8.7 "},
+		"README.md": {"oci://ghcr.io/dsguard/charts/dsguard --version 9.8.7 ", "cmd/dsguard@v9.8.7",
+			"dsguard/v9.8.7/hack/release/install.sh", "install.sh v9.8.7 "},
 		"docs/install.md": {"--version 9.8.7 ", "ghcr.io/dsguard/charts/dsguard:9.8.7", "ghcr.io/dsguard/dsguard:9.8.7"},
 		"docs/cli.md":     {"dsguard/dsguard@v9.8.7", "rev: v9.8.7", "cmd/dsguard@v9.8.7"},
 	} {
