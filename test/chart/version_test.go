@@ -95,13 +95,13 @@ func TestVersion_OneConvention(t *testing.T) {
 	released := chart.Version
 	readYAML(t, filepath.Join(dir, "charts", "dsguard", "Chart.yaml"), &chart)
 	// Every install command the README gives names the new release: none is left at the old one.
-	if readme, err := os.ReadFile(filepath.Join(dir, "README.md")); err != nil {
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
 		t.Fatal(err)
-	} else if strings.Contains(string(readme), released) {
-		for _, line := range strings.Split(string(readme), "\n") {
-			if strings.Contains(line, released) {
-				t.Errorf("after set-version.sh v9.8.7, README.md still names %s: %s", released, line)
-			}
+	}
+	for line := range strings.Lines(string(readme)) {
+		if strings.Contains(line, released) {
+			t.Errorf("after set-version.sh v9.8.7, README.md still names %s: %s", released, strings.TrimSpace(line))
 		}
 	}
 	if chart.Version != "9.8.7" || chart.AppVersion != "9.8.7" {

@@ -69,19 +69,12 @@ func contains(list []string, s string) bool {
 // certificate signed by the same CA.
 func TestSelfManaged_ReplicasConvergeOnOneCA(t *testing.T) {
 	port, health := freePort(t), freePort(t)
-	replica, err := cluster.StartDsguard(t.TempDir(), append([]string{"serve", "--kubeconfig", cluster.Kubeconfig,
+	cluster.StartDsguardFor(t, "second replica", health, append([]string{"serve", "--kubeconfig", cluster.Kubeconfig,
 		"--namespace", framework.Namespace,
 		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name=dsguard",
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(health), "--metrics-bind-address", "0",
 		"--shutdown-timeout", "5s"}, dsguardArgs...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(replica.Stop)
-	if err := replica.WaitReady(t.Context(), health, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
 
 	issuer := func(hostPort string) string {
 		conn, err := tls.Dial("tcp", hostPort, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the issuer is read

@@ -104,22 +104,10 @@ func TestFileMode_CertificateSwappedUnderLoad(t *testing.T) {
 	ca.writeLeaf(t, dir, 100)
 
 	port, health := freePort(t), freePort(t)
-	dsguard, err := cluster.StartDsguard(t.TempDir(), "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", "dsguard-file",
+	cluster.StartDsguardFor(t, "file mode", health, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", "dsguard-file",
 		"--cert-mode=file", "--cert-dir", dir, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(health), "--metrics-bind-address", "0",
 		"--leader-elect=false", "--shutdown-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		dsguard.Stop()
-		if t.Failed() {
-			t.Logf("file-mode dsguard log:\n%s", dsguard.Log())
-		}
-	})
-	if err := dsguard.WaitReady(t.Context(), health, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
 
 	r := cluster.Helm(t.Context(), "template", "file", "charts/dsguard", "--namespace", "dsguard-file",
 		"--set", fmt.Sprintf("webhook.url=https://127.0.0.1:%d", port),

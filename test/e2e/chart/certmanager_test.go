@@ -90,7 +90,7 @@ func TestCertManagerMode_IssuedInjectedServedRenewed(t *testing.T) {
 	// Served: the Secret mirrored into a certificate directory, as mounted.
 	dir := t.TempDir()
 	mirror := mirrorSecret(t, dir)
-	startDsguard(t, "cert-manager mode", healthPort, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", cmNamespace,
+	cluster.StartDsguardFor(t, "cert-manager mode", healthPort, "serve", "--kubeconfig", cluster.Kubeconfig, "--namespace", cmNamespace,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address", "0", "--leader-elect=false", "--shutdown-timeout", "5s")

@@ -159,28 +159,6 @@ func withoutSuiteWebhook(t *testing.T) {
 	})
 }
 
-// startDsguard starts another dsguard (as who, for the failure log), stops it
-// when the test ends, and waits until it is ready on healthPort; it returns
-// the process and how long readiness took.
-func startDsguard(t *testing.T, who string, healthPort int, args ...string) (*framework.Process, time.Duration) {
-	t.Helper()
-	p, err := cluster.StartDsguard(t.TempDir(), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("dsguard (as %s) log:\n%s", who, p.Log())
-		}
-	})
-	start := time.Now()
-	if err := p.WaitReady(t.Context(), healthPort, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return p, time.Since(start)
-}
-
 // waitEstablished waits until the CustomResourceDefinition name is Established.
 func waitEstablished(t *testing.T, name string) {
 	t.Helper()

@@ -65,7 +65,7 @@ func TestSelfManagedCertificates_ServiceAccountSuffices(t *testing.T) {
 	}
 	t.Cleanup(func() { uninstall(t, h, smRelease, smNamespace) })
 
-	dsguard, took := startDsguard(t, smUser, healthPort, "serve", "--kubeconfig", impersonatingKubeconfigFor(t, dir, smUser, smGroups),
+	dsguard, took := cluster.StartDsguardFor(t, smUser, healthPort, "serve", "--kubeconfig", impersonatingKubeconfigFor(t, dir, smUser, smGroups),
 		"--namespace", smNamespace, "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort),
 		"--cert-mode=self-managed", "--cert-dns-names=localhost", "--webhook-config-name="+smFullname,
 		"--ca-secret="+smFullname+"-ca", "--ca-publish-grace=1s", "--ca-sync-interval=500ms",

@@ -174,7 +174,7 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 	kubeconfig := impersonatingKubeconfig(t, dir)
 	// Cleanups run last-first: uninstall (the webhook configuration goes),
 	// then stop dsguard.
-	dsguard, _ := startDsguard(t, saUser, healthPort, "serve", "--kubeconfig", kubeconfig, "--namespace", rbacNamespace,
+	dsguard, _ := cluster.StartDsguardFor(t, saUser, healthPort, "serve", "--kubeconfig", kubeconfig, "--namespace", rbacNamespace,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
 		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(metricsPort), "--metrics-secure=true",

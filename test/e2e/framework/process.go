@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -27,6 +28,28 @@ type Process struct {
 // file in dir. It dies with the test process; Stop ends it gracefully.
 func (c *Cluster) StartDsguard(dir string, args ...string) (*Process, error) {
 	return StartProcess(dir, c.Dsguard, args...)
+}
+
+// StartDsguardFor starts the dsguard under test for t (named who in its
+// failure log), stops it when t ends, showing its log if t failed, and
+// returns once it is ready on healthPort, with how long readiness took.
+func (c *Cluster) StartDsguardFor(t testing.TB, who string, healthPort int, args ...string) (*Process, time.Duration) {
+	t.Helper()
+	p, err := c.StartDsguard(t.TempDir(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("dsguard (%s) log:\n%s", who, p.Log())
+		}
+	})
+	start := time.Now()
+	if err := p.WaitReady(t.Context(), healthPort, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p, time.Since(start)
 }
 
 // StartProcess starts bin with args, logging to a file in dir named after

@@ -129,19 +129,8 @@ webhooks:
 		"--host", "127.0.0.1", "--port", strconv.Itoa(d.port),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(d.health),
 		"--leader-elect=false", "--api-server-addresses=127.0.0.1,::1", "--shutdown-timeout", "5s"}, d.flags...)
-	p, err := cluster.StartDsguard(t.TempDir(), args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("dsguard %s, log:\n%s", d.name, p.Log())
-		}
-		kubectl(t, "", "delete", "secret", "-n", framework.Namespace, caSecret, "--ignore-not-found")
-	})
-	if err := p.WaitReady(t.Context(), d.health, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	// Registered first, so it runs after dsguard stopped.
+	t.Cleanup(func() { kubectl(t, "", "delete", "secret", "-n", framework.Namespace, caSecret, "--ignore-not-found") })
+	p, _ := cluster.StartDsguardFor(t, d.name, d.health, args...)
 	return p
 }
