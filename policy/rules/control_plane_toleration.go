@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,6 +79,23 @@ func (p *ControlPlaneTolerationParams) Weaknesses() []string {
 		return []string{"taints is empty: no DaemonSet is ever asked to tolerate the control-plane taint"}
 	}
 	return nil
+}
+
+// Loosened implements policy.ParamLoosener: a taint dropped from the list
+// is one a DaemonSet no longer has to tolerate, so the nodes that carry it
+// may go without the agent unnoticed. An empty list is said by Weaknesses.
+func (p *ControlPlaneTolerationParams) Loosened(old any) []string {
+	o, ok := old.(*ControlPlaneTolerationParams)
+	if !ok || len(p.Taints) == 0 {
+		return nil
+	}
+	var out []string
+	for _, t := range o.Taints {
+		if !slices.Contains(p.Taints, t) {
+			out = append(out, "taints drops "+t.String()+": DaemonSets no longer have to tolerate it, so nodes with it may go without the agent")
+		}
+	}
+	return out
 }
 
 // Validate implements policy.ParamValidator.

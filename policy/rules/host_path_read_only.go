@@ -33,6 +33,22 @@ func (p *HostPathReadOnlyParams) Validate(fp *field.Path) field.ErrorList {
 	return errs
 }
 
+// Loosened implements policy.ParamLoosener: a directory added to
+// allowWritable may be mounted writable unwarned.
+func (p *HostPathReadOnlyParams) Loosened(old any) []string {
+	o, ok := old.(*HostPathReadOnlyParams)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, d := range p.AllowWritable {
+		if !o.allows(d) {
+			out = append(out, "allowWritable adds "+d+": DaemonSets may mount it writable without a finding")
+		}
+	}
+	return out
+}
+
 func (p *HostPathReadOnlyParams) allows(hostPath string) bool {
 	clean := path.Clean(hostPath)
 	for _, d := range p.AllowWritable {

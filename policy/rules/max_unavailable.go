@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -23,6 +24,31 @@ type MaxUnavailableParams struct {
 
 func defaultMaxUnavailableParams() MaxUnavailableParams {
 	return MaxUnavailableParams{MaxPercent: 25}
+}
+
+// Loosened implements policy.ParamLoosener: a higher cap lets a rollout
+// take more nodes' agent away at once.
+func (p *MaxUnavailableParams) Loosened(old any) []string {
+	o, ok := old.(*MaxUnavailableParams)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if p.MaxPercent > o.MaxPercent {
+		out = append(out, fmt.Sprintf("maxPercent %d → %d: a rollout may leave more nodes without the agent at once", o.MaxPercent, p.MaxPercent))
+	}
+	if o.MaxCount > 0 && (p.MaxCount == 0 || p.MaxCount > o.MaxCount) {
+		out = append(out, fmt.Sprintf("maxCount %d → %s: a rollout may leave more nodes without the agent at once", o.MaxCount, countCap(p.MaxCount)))
+	}
+	return out
+}
+
+// countCap is maxCount as a person reads it.
+func countCap(n int) string {
+	if n == 0 {
+		return "0 (no cap)"
+	}
+	return strconv.Itoa(n)
 }
 
 // Validate implements policy.ParamValidator.
