@@ -30,12 +30,33 @@ var _ admission.Validator[*corev1.ConfigMap] = &PolicyConfigMapValidator{}
 
 // ValidateCreate implements admission.Validator.
 func (v *PolicyConfigMapValidator) ValidateCreate(_ context.Context, cm *corev1.ConfigMap) (admission.Warnings, error) {
-	return v.validate(cm)
+	warnings, _, err := v.validate(cm)
+	return warnings, err
 }
 
-// ValidateUpdate implements admission.Validator.
-func (v *PolicyConfigMapValidator) ValidateUpdate(_ context.Context, _, cm *corev1.ConfigMap) (admission.Warnings, error) {
-	return v.validate(cm)
+// ValidateUpdate implements admission.Validator. Beside the baseline, the
+// new policy is judged against the one it replaces: a change that lowers
+// enforcement (a deny rule turned to warn) may leave the policy above the
+// baseline and still matter, so the person applying it is told each one.
+// An old document that is absent or invalid enforced nothing dsguard could
+// compare with, so nothing is said about weakening it.
+func (v *PolicyConfigMapValidator) ValidateUpdate(_ context.Context, oldCM, cm *corev1.ConfigMap) (admission.Warnings, error) {
+	warnings, cfg, err := v.validate(cm)
+	if err != nil || cfg == nil || oldCM == nil {
+		return warnings, err
+	}
+	oldData, ok := oldCM.Data[v.Ref.Key]
+	if !ok {
+		return warnings, nil
+	}
+	oldCfg, err := rules.Builtin().ParseConfig([]byte(oldData))
+	if err != nil {
+		return warnings, nil
+	}
+	for _, w := range policy.Weakenings(oldCfg, cfg) {
+		warnings = append(warnings, oneLine("dsguard: this policy change lowers enforcement: "+w.Detail))
+	}
+	return warnings, nil
 }
 
 // ValidateDelete implements admission.Validator: deleting the policy is
@@ -55,20 +76,26 @@ func (v *PolicyConfigMapValidator) isPolicy(cm *corev1.ConfigMap) bool {
 
 var configMapGroupKind = schema.GroupKind{Kind: "ConfigMap"}
 
-func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.Warnings, error) {
+// validate returns the warnings about cm's policy and, when it is the
+// policy and valid, its document.
+func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.Warnings, *policy.Config, error) {
 	// The webhook configuration's matchCondition should send only the
 	// policy ConfigMap; anything else is admitted untouched.
 	if !v.isPolicy(cm) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	keyPath := field.NewPath("data").Key(v.Ref.Key)
 	data, ok := cm.Data[v.Ref.Key]
 	if !ok {
-		return nil, apierrors.NewInvalid(configMapGroupKind, cm.Name, field.ErrorList{
+		return nil, nil, apierrors.NewInvalid(configMapGroupKind, cm.Name, field.ErrorList{
 			field.Required(keyPath, "the dsguard policy (a PolicyConfig YAML document)"),
 		})
 	}
-	p, err := rules.Builtin().Parse([]byte(data))
+	cfg, err := rules.Builtin().ParseConfig([]byte(data))
+	var p *policy.Policy
+	if err == nil {
+		p, err = policy.Compile(cfg)
+	}
 	if err != nil {
 		var errs field.ErrorList
 		if ce, ok := err.(*policy.ConfigError); ok {
@@ -78,7 +105,7 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 		} else {
 			errs = append(errs, field.Invalid(keyPath, "", err.Error()))
 		}
-		return nil, apierrors.NewInvalid(configMapGroupKind, cm.Name, errs)
+		return nil, nil, apierrors.NewInvalid(configMapGroupKind, cm.Name, errs)
 	}
 	// A weaker policy may be a staged roll-out, so it is admitted; the
 	// person applying it is told, and so is whoever watches the Events and
@@ -87,7 +114,7 @@ func (v *PolicyConfigMapValidator) validate(cm *corev1.ConfigMap) (admission.War
 	for _, w := range p.Weaknesses() {
 		warnings = append(warnings, oneLine("dsguard: this policy is weaker than the baseline: "+w.Detail))
 	}
-	return warnings, nil
+	return warnings, cfg, nil
 }
 
 // policyPosition says where in the embedded document a problem is, e.g.

@@ -70,4 +70,51 @@ func TestPolicyConfigMapValidator(t *testing.T) {
 	if err != nil || len(w) != 2 || !strings.Contains(w[0], "enforcement is audit") || !strings.Contains(w[1], "system:authenticated") {
 		t.Errorf("weak policy: warnings %q, err %v", w, err)
 	}
+
+}
+
+func TestPolicyConfigMapValidator_UpdateThatLowersEnforcement(t *testing.T) {
+	v := &PolicyConfigMapValidator{Ref: clusterview.PolicyRef{Namespace: ownNamespace, Name: "dsguard-policy", Key: "policy.yaml"}}
+	const header = "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n"
+	cm := func(doc string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNamespace, Name: "dsguard-policy"},
+			Data: map[string]string{"policy.yaml": doc}}
+	}
+	const lowers = "dsguard: this policy change lowers enforcement: "
+	tests := []struct {
+		name     string
+		old, new *corev1.ConfigMap
+		want     []string // the warnings, each starting so
+	}{
+		{"a deny rule turned to warn", cm(header), cm(header + "rules:\n  surge-host-port: {action: warn}\n"),
+			// The baseline's warning, then the change's.
+			[]string{"dsguard: this policy is weaker than the baseline: deny rules lowered: surge-host-port is warn",
+				lowers + "rules.surge-host-port.action deny → warn: a DaemonSet that fails"}},
+		{"the same again", cm(header + "rules:\n  surge-host-port: {action: warn}\n"), cm(header + "rules:\n  surge-host-port: {action: warn}\n"),
+			[]string{"dsguard: this policy is weaker than the baseline: deny rules lowered: surge-host-port is warn"}},
+		{"a bypass user and a warn rule off", cm(header), cm(header + "bypass: {users: [alice]}\nrules:\n  privileged: {action: \"off\"}\n"),
+			[]string{lowers + "bypass.users adds alice", lowers + "rules.privileged.action warn → off"}},
+		{"a strengthening", cm(header + "enforcement: warn\n"), cm(header),
+			nil},
+		{"the old document invalid", cm("garbage: ["), cm(header + "rules:\n  privileged: {action: audit}\n"), nil},
+		{"the old ConfigMap without the key", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownNamespace, Name: "dsguard-policy"}},
+			cm(header + "rules:\n  privileged: {action: audit}\n"), nil},
+		{"the old ConfigMap absent", nil, cm(header + "rules:\n  privileged: {action: audit}\n"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := v.ValidateUpdate(t.Context(), tt.old, tt.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(w) != len(tt.want) {
+				t.Fatalf("warnings %q, want %d starting %q", w, len(tt.want), tt.want)
+			}
+			for i := range w {
+				if !strings.HasPrefix(w[i], tt.want[i]) || strings.Contains(w[i], "\n") {
+					t.Errorf("warning %d = %q, want one line starting %q", i, w[i], tt.want[i])
+				}
+			}
+		})
+	}
 }

@@ -123,27 +123,9 @@ func TestVerdicts_NameNodesOnlyToTheAPIServer(t *testing.T) {
 // warning, a deleted one with a warning, and the last good policy stays in
 // force after the deletion.
 func TestPolicyTampering_SaidOutLoud(t *testing.T) {
-	const weak = `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: dsguard-policy
-  namespace: ` + framework.Namespace + `
-  labels:
-    dsguard.io/policy: "true"
-data:
-  policy.yaml: |
-    apiVersion: dsguard.io/v1alpha1
-    kind: PolicyConfig
-    bypass:
-      groups: [system:authenticated]
-`
+	weak := policyConfigMap("bypass:\n  groups: [system:authenticated]\n")
 	// The chart's policy ConfigMap, to restore afterwards.
-	chartPolicy := cluster.Helm(t.Context(), "template", "dsguard", "charts/dsguard", "--namespace", framework.Namespace,
-		"--show-only", "templates/policy-configmap.yaml")
-	if chartPolicy.Err != nil {
-		t.Fatal(chartPolicy.Error())
-	}
-	defer restoreChartPolicy(t, chartPolicy.Stdout)
+	defer restoreChartPolicy(t, chartPolicyManifest(t))
 	r := kubectl(t, weak, "apply", "--dry-run=server", "-f", "-")
 	if r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline: bypass.groups has system:authenticated") {
 		t.Errorf("a bypass for every authenticated user: want admitted with a warning, got exit %d:\n%s", r.ExitCode, r.Stderr)
@@ -158,8 +140,7 @@ data:
 		{"globs that together match every namespace", "namespaceEnforcement:\n  - namespaces: ['[a-m]*', '[n-z]*', '[0-9]*']\n    enforcement: warn\n",
 			"caps every namespace at warn"},
 	} {
-		doc := strings.Replace(weak, "    bypass:\n      groups: [system:authenticated]\n", "    "+strings.ReplaceAll(strings.TrimSuffix(c.doc, "\n"), "\n", "\n    ")+"\n", 1)
-		if r := kubectl(t, doc, "apply", "--dry-run=server", "-f", "-"); r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline") || !strings.Contains(r.Stderr, c.want) {
+		if r := kubectl(t, policyConfigMap(c.doc), "apply", "--dry-run=server", "-f", "-"); r.ExitCode != 0 || !strings.Contains(r.Stderr, "weaker than the baseline") || !strings.Contains(r.Stderr, c.want) {
 			t.Errorf("%s: want admitted with a warning naming %q, got exit %d:\n%s", c.name, c.want, r.ExitCode, r.Stderr)
 		}
 	}
@@ -179,5 +160,31 @@ data:
 			t.Fatalf("after deleting the policy ConfigMap the deny no longer stands:\n%s", a.Stderr)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestPolicyWeakening_WarnedOnApply: kubectl apply of a policy that turns a
+// deny rule to warn prints a Warning naming the change against the policy
+// it replaces; writing the same again lowers nothing more and says nothing
+// about a change (kubectl replace, because apply of an unchanged object
+// sends no request and would prove nothing).
+func TestPolicyWeakening_WarnedOnApply(t *testing.T) {
+	lowered := policyConfigMap("rules:\n  surge-host-port: {action: warn}\n")
+	defer restoreChartPolicy(t, chartPolicyManifest(t))
+	const want = "dsguard: this policy change lowers enforcement: rules.surge-host-port.action deny → warn: "
+	r := kubectl(t, lowered, "apply", "-f", "-")
+	var got []string
+	for _, w := range warnings(r) {
+		if strings.Contains(w, "lowers enforcement") {
+			got = append(got, w)
+		}
+	}
+	if r.ExitCode != 0 || len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("a deny rule turned to warn: want admitted with one Warning starting %q, got exit %d:\n%s", want, r.ExitCode, r.Stderr)
+	}
+	// The baseline's warning shows the webhook judged the write.
+	again := kubectl(t, lowered, "replace", "-f", "-")
+	if again.ExitCode != 0 || !strings.Contains(again.Stderr, "weaker than the baseline") || strings.Contains(again.Stderr, "lowers enforcement") {
+		t.Errorf("the same policy again: want only the baseline's Warning, none about lowering, got exit %d:\n%s", again.ExitCode, again.Stderr)
 	}
 }

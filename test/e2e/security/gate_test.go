@@ -13,25 +13,14 @@ import (
 // coverage (not RBAC: TestExemptionGate_GrantedByRBAC covers the default),
 // and lets them take effect only in team-b; team-a only warns, so that a
 // DaemonSet skipping the control plane can be stored there for the audit.
-const gatedPolicy = `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: dsguard-policy
-  namespace: ` + framework.Namespace + `
-  labels:
-    dsguard.io/policy: "true"
-data:
-  policy.yaml: |
-    apiVersion: dsguard.io/v1alpha1
-    kind: PolicyConfig
-    exemptions:
-      grantedByRBAC: false
-      allowedGroups: [platform-team]
-      allowedNamespaces: [team-b]
-    namespaceEnforcement:
-      - namespaces: [team-a]
-        enforcement: warn
-`
+var gatedPolicy = policyConfigMap(`exemptions:
+  grantedByRBAC: false
+  allowedGroups: [platform-team]
+  allowedNamespaces: [team-b]
+namespaceEnforcement:
+  - namespaces: [team-a]
+    enforcement: warn
+`)
 
 // authorsRBAC lets the tenants and platform-team groups write DaemonSets in
 // team-a and team-b, so that kubectl can act as their members.
@@ -86,11 +75,7 @@ func as(t *testing.T, user []string, stdin string, args ...string) framework.Res
 // CREATE that carries one, a removal (allowed) and a renewal (pat only).
 // Then the audit: an intended coverage the namespace gate voids hides no gap.
 func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
-	chartPolicy := cluster.Helm(t.Context(), "template", "dsguard", "charts/dsguard", "--namespace", framework.Namespace,
-		"--show-only", "templates/policy-configmap.yaml")
-	if chartPolicy.Err != nil {
-		t.Fatal(chartPolicy.Error())
-	}
+	chartPolicy := chartPolicyManifest(t)
 	if r := kubectl(t, authorsRBAC, "apply", "-f", "-"); r.ExitCode != 0 {
 		t.Fatal(r.Error())
 	}
@@ -98,7 +83,7 @@ func TestExemptionGate_TwoStepSelfExemption(t *testing.T) {
 	if r := kubectl(t, gatedPolicy, "apply", "-f", "-"); r.ExitCode != 0 {
 		t.Fatal(r.Error())
 	}
-	defer restoreChartPolicy(t, chartPolicy.Stdout)
+	defer restoreChartPolicy(t, chartPolicy)
 	for _, ns := range []string{"team-a", "team-b"} {
 		defer kubectl(t, "", "delete", "daemonset", "-n", ns, "-l", "gate-test=true", "--ignore-not-found")
 	}

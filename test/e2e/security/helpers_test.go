@@ -48,6 +48,34 @@ func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 // restoreChartPolicy applies the chart's policy ConfigMap (manifest) again
 // and waits until dsguard has loaded it, so that the next test meets that
 // policy, not the one this test left in force a moment longer.
+// chartPolicyManifest is the chart's policy ConfigMap, to restore after a
+// test changed the policy.
+func chartPolicyManifest(t *testing.T) string {
+	t.Helper()
+	r := cluster.Helm(t.Context(), "template", "dsguard", "charts/dsguard", "--namespace", framework.Namespace,
+		"--show-only", "templates/policy-configmap.yaml")
+	if r.Err != nil {
+		t.Fatal(r.Error())
+	}
+	return r.Stdout
+}
+
+// policyConfigMap is the policy ConfigMap holding a PolicyConfig whose
+// fields after apiVersion and kind are body.
+func policyConfigMap(body string) string {
+	doc := "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n" + body
+	return `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dsguard-policy
+  namespace: ` + framework.Namespace + `
+  labels:
+    dsguard.io/policy: "true"
+data:
+  policy.yaml: |
+` + "    " + strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n    ") + "\n"
+}
+
 func restoreChartPolicy(t *testing.T, manifest string) {
 	t.Helper()
 	before, err := framework.SumMetric(scrape(t), "dsguard_policy_generation")
