@@ -36,6 +36,9 @@ type PolicyLoader struct {
 	// the ConfigMap that leaves it as it is (labels, annotations) does not
 	// load it again.
 	loaded string
+	// loadedConfig is the document of the last policy this loader loaded
+	// (not a fallback), to tell whether the next one lowers enforcement.
+	loadedConfig *policy.Config
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable.
@@ -189,7 +192,31 @@ func (l *PolicyLoader) apply(obj any) {
 				"policy generation %d is weaker than dsguard's baseline: %s", active.Generation, strings.Join(details, "; "))
 		}
 	}
+	l.weakenings(cm, active.Generation, p.Config())
 	l.record([]byte(data))
+}
+
+// weakenings says each way cfg lowers enforcement against the policy this
+// loader loaded before: the webhook warned whoever applied it, this tells
+// those who watch the Events and metrics, also of a change the webhook
+// never saw (it was failing open, or the write went around it).
+func (l *PolicyLoader) weakenings(cm *corev1.ConfigMap, generation int64, cfg *policy.Config) {
+	prev := l.loadedConfig
+	l.loadedConfig = cfg
+	ws := policy.Weakenings(prev, cfg)
+	if len(ws) == 0 {
+		return
+	}
+	l.Source.CountWeakenings(ws)
+	details := make([]string, len(ws))
+	for i, w := range ws {
+		details[i] = w.Detail
+	}
+	l.Log.Info("the policy change lowers enforcement", "generation", generation, "weakenings", details)
+	if l.Recorder != nil {
+		l.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, "PolicyWeakened", "LoadPolicy",
+			"policy generation %d lowers enforcement against the one before: %s", generation, strings.Join(details, "; "))
+	}
 }
 
 // record keeps data as the last good policy.

@@ -234,3 +234,49 @@ func TestPolicyLoader_LastGoodIsAdjusted(t *testing.T) {
 		t.Errorf("readiness-probe = %q from the recorded policy, want %q as Adjust sets it", act, policy.ActionOff)
 	}
 }
+
+func TestPolicyLoader_PolicyWeakened(t *testing.T) {
+	ref := PolicyRef{Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml"}
+	m := NewPolicyMetrics(prometheus.NewRegistry())
+	src := NewPolicySource(m)
+	rec := events.NewFakeRecorder(10)
+	l := &PolicyLoader{Ref: ref, Source: src, Recorder: rec, Log: logr.Discard()}
+	load := func(rv, doc string) []string {
+		t.Helper()
+		l.apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, ResourceVersion: rv},
+			Data: map[string]string{"policy.yaml": "apiVersion: dsguard.io/v1alpha1\nkind: PolicyConfig\n" + doc}})
+		var weakened []string
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, "PolicyWeakened") {
+				weakened = append(weakened, e)
+			}
+		}
+		return weakened
+	}
+	count := func(reason string) float64 { return testutil.ToFloat64(m.PolicyWeakenings.WithLabelValues(reason)) }
+
+	// The first policy has nothing before it to weaken.
+	if e := load("1", "bypass: {users: [alice]}\n"); len(e) != 0 {
+		t.Errorf("first load: PolicyWeakened %q, want none", e)
+	}
+	// A deny rule turned to warn, and a bypass user added.
+	e := load("2", "bypass: {users: [alice, bob]}\nrules:\n  surge-host-port: {action: warn}\n")
+	if len(e) != 1 || !strings.HasPrefix(e[0], "Warning PolicyWeakened") ||
+		!strings.Contains(e[0], "policy generation 2 lowers enforcement against the one before: bypass.users adds bob") ||
+		!strings.Contains(e[0], "; rules.surge-host-port.action deny → warn") {
+		t.Errorf("a weakening load: PolicyWeakened %q, want one naming both changes", e)
+	}
+	if c, b := count("deny-rule-lowered"), count(policy.WeakeningBypassAdded); c != 1 || b != 1 {
+		t.Errorf("dsguard_policy_weakenings_total deny-rule-lowered %v, bypass-added %v; want 1 each", c, b)
+	}
+	// Strengthening it again, or changing only metadata, lowers nothing.
+	if e := load("3", "bypass: {users: [alice]}\n"); len(e) != 0 {
+		t.Errorf("a strengthening load: PolicyWeakened %q, want none", e)
+	}
+	if e := load("4", "bypass: {users: [alice]}\n"); len(e) != 0 {
+		t.Errorf("the same policy again: PolicyWeakened %q, want none", e)
+	}
+	if c := count("deny-rule-lowered"); c != 1 {
+		t.Errorf("dsguard_policy_weakenings_total deny-rule-lowered %v after loads that lower nothing, want 1", c)
+	}
+}

@@ -1,6 +1,8 @@
 package clusterview
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dsguard/dsguard/policy"
@@ -15,6 +17,10 @@ type PolicyMetrics struct {
 	// PolicyWeakened is 1 per way the active policy is weaker than the
 	// built-in baseline (policy.WeaknessReasons), 0 otherwise.
 	PolicyWeakened *prometheus.GaugeVec
+	// PolicyWeakenings counts the changes that lowered enforcement, by
+	// reason (policy.WeakeningReasons), each time a loaded policy weakened
+	// the one loaded before it.
+	PolicyWeakenings *prometheus.CounterVec
 }
 
 // NewPolicyMetrics creates the collectors and registers them with reg.
@@ -36,10 +42,17 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 			Name: "dsguard_policy_weakened",
 			Help: "1 for each way the active policy is weaker than the built-in baseline: enforcement, bypass-broad-group, bypass-anonymous, deny-rule-lowered, namespace-lowered, exemptions-unbounded, rule-scoped-away, rule-parameters-voided.",
 		}, []string{"reason"}),
+		PolicyWeakenings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dsguard_policy_weakenings_total",
+			Help: "Changes that lowered enforcement against the policy loaded before, by reason: " + strings.Join(policy.WeakeningReasons, ", ") + ".",
+		}, []string{"reason"}),
 	}
 	for _, r := range policy.WeaknessReasons {
 		m.PolicyWeakened.WithLabelValues(r).Set(0)
 	}
-	reg.MustRegister(m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.PolicyWeakened)
+	for _, r := range policy.WeakeningReasons {
+		m.PolicyWeakenings.WithLabelValues(r)
+	}
+	reg.MustRegister(m.PolicyReloads, m.PolicyGeneration, m.PolicyDegraded, m.PolicyWeakened, m.PolicyWeakenings)
 	return m
 }

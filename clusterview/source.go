@@ -220,6 +220,17 @@ func (s *PolicySource) swap(p *policy.Policy, data []byte, origin string) {
 	}
 }
 
+// CountWeakenings counts each change that lowered enforcement against the
+// policy loaded before.
+func (s *PolicySource) CountWeakenings(ws []policy.Weakness) {
+	if s.metrics == nil {
+		return
+	}
+	for _, w := range ws {
+		s.metrics.PolicyWeakenings.WithLabelValues(w.Reason).Inc()
+	}
+}
+
 // LoadLastGood makes the policy recorded as the last good one active when
 // data parses, and keeps the source degraded by cause (the reason the
 // intended policy could not be used): a replica that starts while the

@@ -15,6 +15,8 @@ import (
 // immutable once built, so one value can serve concurrent requests and be
 // swapped atomically on reload.
 type Policy struct {
+	// config is the document compiled, for Weakenings against the next one.
+	config               *Config
 	enforcement          Enforcement
 	namespaceEnforcement []namespaceEnforcement
 	ratcheting           bool
@@ -69,6 +71,10 @@ func MatchAnyGlob(globs []string, s string) bool {
 	return false
 }
 
+// Config returns the document p was compiled from, to judge the next
+// policy against it (Weakenings); it must not be changed.
+func (p *Policy) Config() *Config { return p.config }
+
 // Default returns the compiled built-in policy of the registry's rules.
 func (reg *Registry) Default() *Policy {
 	p, err := Compile(reg.DefaultConfig())
@@ -99,6 +105,7 @@ func Compile(c *Config) (*Policy, error) {
 		return nil, &ConfigError{Problems: problems}
 	}
 	p := &Policy{
+		config:       c,
 		enforcement:  c.Enforcement,
 		ratcheting:   *c.Ratcheting,
 		bypassUsers:  append([]string(nil), c.Bypass.Users...),
