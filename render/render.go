@@ -56,6 +56,32 @@ func (r Renderer) Render(dir string) ([]manifest.Rendered, string, bool, error) 
 	return nil, "", false, nil
 }
 
+var _ manifest.Encloser = Renderer{}
+
+// Enclosing returns the outermost Helm chart file lies in (a template, the
+// values, a subchart's files), so that a file passed alone, as a pre-commit
+// hook passes the files a commit touches, is checked as its chart renders it.
+// A kustomization's files are plain manifests and stay files.
+func (Renderer) Enclosing(file string) (string, bool) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", false
+	}
+	rel := filepath.Dir(file)
+	root, found := "", false
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if exists(filepath.Join(dir, "Chart.yaml")) {
+			root, found = rel, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		rel = filepath.Join(rel, "..")
+	}
+	return filepath.Clean(root), found
+}
+
 func exists(p string) bool {
 	info, err := os.Stat(p)
 	return err == nil && !info.IsDir()

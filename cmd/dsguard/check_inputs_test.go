@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +17,18 @@ func TestCheck_Inputs(t *testing.T) {
 	write := func(name, content string) string { return writeFile(t, dir, name, content) }
 	noSelector := write("no-selector.yaml", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: bare}\nspec:\n  template:\n    spec:\n      containers: [{name: a, image: a:1}]\n")
 	mismatch := write("mismatch.yaml", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: m}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: b}}\n    spec:\n      containers: [{name: a, image: a:1}]\n")
+	// A chart with a DaemonSet template (not valid YAML alone), as a
+	// pre-commit hook passes its files: the template, the values.
+	chart := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("agent/Chart.yaml", "apiVersion: v2\nname: agent\nversion: 0.1.0\n")
+	values := write("agent/values.yaml", "hostPort: 9100\n")
+	template := write("agent/templates/daemonset.yaml", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: {{ .Release.Name }}-agent\n"+
+		"spec:\n  selector: {matchLabels: {app: agent}}\n  updateStrategy:\n    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}\n"+
+		"  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      containers:\n        - name: agent\n          image: agent:1\n"+
+		"          ports: [{containerPort: 9100, hostPort: {{ .Values.hostPort }}}]\n")
 	tests := []struct {
 		name string
 		args []string
@@ -37,6 +51,14 @@ func TestCheck_Inputs(t *testing.T) {
 			chart: true,
 			code:  2,
 			want:  []string{"replicaCount"},
+		},
+		{
+			name:  "a chart's template and values passed as files (a pre-commit hook) render their chart, once",
+			args:  []string{"check", "--allow-empty", template, values},
+			chart: true,
+			code:  1,
+			want: []string{"note: rendered with helm: " + chart, "checked 1 DaemonSet in 1 file", "DENY  surge-host-port",
+				"agent/templates/daemonset.yaml: document 1 (rendered by helm): DaemonSet default/release-name-agent: deny"},
 		},
 		{
 			name: "kustomize overlay: the production patch adds a host port to a surge rollout",

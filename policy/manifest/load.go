@@ -35,6 +35,13 @@ type Renderer interface {
 	Render(dir string) (out []Rendered, by string, ok bool, err error)
 }
 
+// Encloser is implemented by a Renderer for which a file means something only
+// as part of a directory it renders: a Helm chart's templates (not valid YAML
+// alone) and values. Enclosing returns that directory for file, if any.
+type Encloser interface {
+	Enclosing(file string) (dir string, ok bool)
+}
+
 // Stats is what a Reader saw, beyond the objects it handed on.
 type Stats struct {
 	// Files counts the sources read (a rendered chart or kustomization
@@ -91,6 +98,8 @@ type Reader struct {
 	OnTaintDeclaration func(*unstructured.Unstructured)
 	DeclaresTaints     func(group, kind string) bool
 	Stats
+	// enclosed are the directories rendered, each rendered once.
+	enclosed map[string]bool
 }
 
 // Load reads every path: "-" is stdin; a directory that the Renderer knows
@@ -113,6 +122,17 @@ func (rd *Reader) Load(paths []string) error {
 			return err
 		}
 		if !info.IsDir() {
+			if dir, ok := rd.enclosing(p); ok {
+				// A chart's template or values file, as a pre-commit hook
+				// passes the files a commit touches: the chart is rendered
+				// (once), as its templates mean nothing alone.
+				if !rd.enclosed[dir] {
+					if err := rd.render(dir); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if err := rd.loadFile(p); err != nil {
 				return err
 			}
@@ -145,16 +165,12 @@ func (rd *Reader) walk(root string) error {
 		if rd.Render == nil {
 			return nil
 		}
-		out, by, ok, err := rd.Render.Render(path)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		if rd.enclosed[path] {
+			return filepath.SkipDir
 		}
-		if !ok {
-			return nil
-		}
-		rd.Rendered = append(rd.Rendered, by+": "+path)
-		for _, r := range out {
-			rd.decode(Location{File: r.File, RenderedBy: by}, bytes.NewReader(r.Content))
+		ok, err := rd.renderIf(path)
+		if err != nil || !ok {
+			return err
 		}
 		return filepath.SkipDir
 	})
@@ -168,6 +184,44 @@ func (rd *Reader) walk(root string) error {
 		}
 	}
 	return nil
+}
+
+// renderIf renders dir when the Renderer knows it, and says whether it did.
+func (rd *Reader) renderIf(dir string) (bool, error) {
+	out, by, ok, err := rd.Render.Render(dir)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", dir, err)
+	}
+	if !ok {
+		return false, nil
+	}
+	if rd.enclosed == nil {
+		rd.enclosed = map[string]bool{}
+	}
+	rd.enclosed[dir] = true
+	rd.Rendered = append(rd.Rendered, by+": "+dir)
+	for _, r := range out {
+		rd.decode(Location{File: r.File, RenderedBy: by}, bytes.NewReader(r.Content))
+	}
+	return true, nil
+}
+
+// render renders the directory enclosing a file.
+func (rd *Reader) render(dir string) error {
+	ok, err := rd.renderIf(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: not a directory dsguard renders", dir)
+	}
+	return err
+}
+
+// enclosing is the directory the Renderer renders that file belongs to.
+func (rd *Reader) enclosing(file string) (string, bool) {
+	e, ok := rd.Render.(Encloser)
+	if !ok {
+		return "", false
+	}
+	return e.Enclosing(file)
 }
 
 func (rd *Reader) loadFile(path string) error {
