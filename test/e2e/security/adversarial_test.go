@@ -182,6 +182,13 @@ func TestPolicyWeakening_WarnedOnApply(t *testing.T) {
 	if r.ExitCode != 0 || len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("a deny rule turned to warn: want admitted with one Warning starting %q, got exit %d:\n%s", want, r.ExitCode, r.Stderr)
 	}
+	// dsguard, loading it, tells whoever watches the Events too.
+	var events string
+	framework.Eventually(t, 30*time.Second, 200*time.Millisecond, func() bool {
+		events = kubectl(t, "", "get", "events", "-n", framework.Namespace, "--field-selector", "reason=PolicyWeakened",
+			"-o", "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}").Stdout
+		return strings.Contains(events, "Warning policy generation") && strings.Contains(events, "rules.surge-host-port.action deny → warn")
+	}, func() string { return "no PolicyWeakened Warning Event naming the change; events:\n" + events })
 	// The baseline's warning shows the webhook judged the write.
 	again := kubectl(t, lowered, "replace", "-f", "-")
 	if again.ExitCode != 0 || !strings.Contains(again.Stderr, "weaker than the baseline") || strings.Contains(again.Stderr, "lowers enforcement") {
