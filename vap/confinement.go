@@ -52,7 +52,11 @@ func Confinement(user string) (*admissionregistrationv1.ValidatingAdmissionPolic
 				}}},
 			},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "dsguard-service-account", Expression: "request.userInfo.username == '" + user + "'"}},
-			Variables:       []admissionregistrationv1.Variable{{Name: "names", Expression: "[" + strings.Join(quoted, ", ") + "]"}},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "names", Expression: "[" + strings.Join(quoted, ", ") + "]"},
+				{Name: "action", Expression: actionOfNameCEL()},
+				{Name: "policy", Expression: "request.resource.resource == 'validatingadmissionpolicies'"},
+			},
 			Validations: []admissionregistrationv1.Validation{
 				{
 					Expression:        "object.metadata.name in variables.names",
@@ -65,9 +69,27 @@ func Confinement(user string) (*admissionregistrationv1.ValidatingAdmissionPolic
 					Reason:     &forbidden,
 				},
 				{
-					Expression: "request.resource.resource != 'validatingadmissionpolicybindings' || (object.spec.policyName == object.metadata.name && !has(object.spec.paramRef))",
+					Expression: "variables.policy || (object.spec.policyName == object.metadata.name && !has(object.spec.paramRef))",
 					Message:    "a generated binding binds the generated policy of its own name, without parameters",
 					Reason:     &forbidden,
+				},
+				{
+					Expression: "variables.policy || object.spec.validationActions == [variables.action] && !has(object.spec.matchResources)",
+					MessageExpression: `"a generated binding carries the action its name says, [" + variables.action + "], and no matchResources of its own; " +
+						object.metadata.name + (has(object.spec.matchResources) ? " has matchResources" : " has [" + object.spec.validationActions.join(", ") + "]")`,
+					Reason: &forbidden,
+				},
+				{
+					Expression: "!variables.policy || " + daemonSetWritesCEL,
+					Message: "a generated policy judges CREATE and UPDATE of apps/v1 daemonsets (and daemonsets/status) alone, in namespaces " +
+						"picked by kubernetes.io/metadata.name In or NotIn: no other resource, no resourceNames, no excludeResourceRules, " +
+						"matchPolicy Equivalent, no paramKind",
+					Reason: &forbidden,
+				},
+				{
+					Expression:        "!variables.policy || variables.action == 'Deny' || object.spec.failurePolicy == 'Ignore'",
+					MessageExpression: `"only a generated deny policy may fail closed: " + object.metadata.name + " must have failurePolicy Ignore"`,
+					Reason:            &forbidden,
 				},
 			},
 		},
@@ -82,3 +104,28 @@ func Confinement(user string) (*admissionregistrationv1.ValidatingAdmissionPolic
 	}
 	return policy, binding, nil
 }
+
+// actionOfNameCEL is NameAction in CEL, on the object's name.
+func actionOfNameCEL() string {
+	expr := "''"
+	for i := len(nameActions) - 1; i >= 0; i-- {
+		expr = fmt.Sprintf("object.metadata.name.endsWith('%s') ? '%s' : %s", nameActions[i].suffix, nameActions[i].action, expr)
+	}
+	return expr
+}
+
+// daemonSetWritesCEL holds for the matchConstraints daemonSetWrites builds
+// and their defaults (scope '*', empty selectors): the only writes a
+// generated policy may judge. The object selector stays free, as a rule's
+// scope may pick DaemonSets by any label.
+const daemonSetWritesCEL = `!has(object.spec.paramKind) && ` +
+	`object.spec.matchConstraints.?matchPolicy.orValue('Equivalent') == 'Equivalent' && ` +
+	`object.spec.matchConstraints.?excludeResourceRules.orValue([]).size() == 0 && ` +
+	`object.spec.matchConstraints.?resourceRules.orValue([]).size() == 1 && ` +
+	`object.spec.matchConstraints.resourceRules.all(r, ` +
+	`r.?apiGroups.orValue([]) == ['apps'] && r.?apiVersions.orValue([]) == ['v1'] && ` +
+	`(r.?resources.orValue([]) == ['daemonsets'] || r.?resources.orValue([]) == ['daemonsets', 'daemonsets/status']) && ` +
+	`r.?operations.orValue([]) == ['CREATE', 'UPDATE'] && r.?resourceNames.orValue([]).size() == 0 && r.?scope.orValue('*') == '*') && ` +
+	`object.spec.matchConstraints.?namespaceSelector.?matchLabels.orValue({}).size() == 0 && ` +
+	`object.spec.matchConstraints.?namespaceSelector.?matchExpressions.orValue([]).all(e, ` +
+	`e.key == 'kubernetes.io/metadata.name' && (e.operator == 'In' || e.operator == 'NotIn'))`

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/dsguard/dsguard/policy/rules"
 )
 
@@ -36,6 +38,16 @@ func TestPossibleNames_CoverEveryRender(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range res.Policies {
+				// The static confinement pins each binding's action and
+				// each policy's failure policy to its name.
+				p, b := &res.Policies[i], &res.Bindings[i]
+				want, ok := NameAction(p.Name)
+				if !ok || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{want}) {
+					t.Errorf("%s is bound with %v; its name says %q", p.Name, b.Spec.ValidationActions, want)
+				}
+				if want != admissionregistrationv1.Deny && *p.Spec.FailurePolicy != admissionregistrationv1.Ignore {
+					t.Errorf("%s (%s) has failurePolicy %s; only a deny policy may fail closed", p.Name, want, *p.Spec.FailurePolicy)
+				}
 				for _, name := range []string{res.Policies[i].Name, res.Bindings[i].Name} {
 					seen[name] = true
 					if !slices.Contains(possible, name) {

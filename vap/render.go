@@ -335,9 +335,19 @@ func bypassCondition(cfg *policy.Config) []admissionregistrationv1.MatchConditio
 }
 
 // daemonSetWrites matches CREATE and UPDATE of apps/v1 DaemonSets (not their
-// status) in the namespaces and objects the selectors pick.
+// status) in the namespaces and objects the selectors pick. It spells out
+// what the API server would default (empty selectors, every scope), so that
+// the policy reads back as rendered and any other difference is a change
+// made outside dsguard (vapsync restores it).
 func daemonSetWrites(nsSel, objSel *metav1.LabelSelector) *admissionregistrationv1.MatchResources {
 	equivalent := admissionregistrationv1.Equivalent
+	all := admissionregistrationv1.AllScopes
+	if nsSel == nil {
+		nsSel = &metav1.LabelSelector{}
+	}
+	if objSel == nil {
+		objSel = &metav1.LabelSelector{}
+	}
 	return &admissionregistrationv1.MatchResources{
 		NamespaceSelector: nsSel,
 		ObjectSelector:    objSel,
@@ -346,7 +356,7 @@ func daemonSetWrites(nsSel, objSel *metav1.LabelSelector) *admissionregistration
 			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
+					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"}, Scope: &all,
 				},
 			},
 		}},
@@ -385,6 +395,36 @@ func allLiteral(globs []string) bool {
 // NamePrefix and the rule ID: per namespace tier's action, the policy of
 // each effective action (and a deny's ratcheted twin).
 var NameSuffixes = []string{"deny", "deny-ratcheted", "deny-warn", "deny-audit", "warn", "warn-audit", "audit"}
+
+// nameActions binds a generated name's ending to the action its binding
+// carries, first match wins: a deny's ratcheted twin warns, a deny tier's
+// softer policies take their effective action. Only a Deny policy may fail
+// closed; the others ignore errors. The static confinement pins every
+// generated policy and binding to this table, so dsguard's ServiceAccount
+// cannot turn a warning into a refusal by rebinding it.
+var nameActions = []struct {
+	suffix string
+	action admissionregistrationv1.ValidationAction
+}{
+	{"-ratcheted", admissionregistrationv1.Warn},
+	{"-deny", admissionregistrationv1.Deny},
+	{"-warn", admissionregistrationv1.Warn},
+	{"-audit", admissionregistrationv1.Audit},
+}
+
+// NameAction is the action the binding of the generated policy name
+// carries; false for a name no generated policy has.
+func NameAction(name string) (admissionregistrationv1.ValidationAction, bool) {
+	if !strings.HasPrefix(name, NamePrefix) {
+		return "", false
+	}
+	for _, na := range nameActions {
+		if strings.HasSuffix(name, na.suffix) {
+			return na.action, true
+		}
+	}
+	return "", false
+}
 
 // PossibleNames lists every name a generated policy or binding can have,
 // for RBAC by resourceNames (the chart lists the same names; a test keeps

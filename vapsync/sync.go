@@ -7,12 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"maps"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,8 +113,9 @@ func (s *Syncer) Start(ctx context.Context) error {
 
 // Sync renders the current policy once and applies the result.
 func (s *Syncer) Sync(ctx context.Context) (err error) {
+	reported := false
 	defer func() {
-		if err != nil {
+		if err != nil && !reported {
 			s.report(s.inPlace(ctx))
 		}
 	}()
@@ -141,10 +143,14 @@ func (s *Syncer) Sync(ctx context.Context) (err error) {
 		return err
 	}
 	enforced, err := s.observe(ctx, res)
-	if err != nil {
+	if enforced == nil {
 		return err
 	}
 	s.report(enforced)
+	reported = true
+	if err != nil {
+		return err
+	}
 	s.Log.V(1).Info("generated ValidatingAdmissionPolicies applied", "policies", len(res.Policies), "deleted", deleted, "today", res.Today)
 	return nil
 }
@@ -212,25 +218,33 @@ func (s *Syncer) generated(ctx context.Context) (map[string]string, error) {
 
 // observe reads back every policy and binding just applied: a rule counts
 // as enforced by the API server only when all its generated policies are
-// there as rendered and each is bound with the rendered actions.
+// there as rendered and each is bound as rendered. Server-side apply takes
+// back the fields dsguard owns but leaves what another writer added (a
+// match condition that never matches, an excluded resource), so a policy or
+// binding that differs from its render in any field is restored whole, by
+// an update of the version read, and read back again.
+//
+// A restore that fails leaves its rule out of the enforced set, which is
+// returned with the errors; only when the objects cannot be read is the set
+// nil.
 func (s *Syncer) observe(ctx context.Context, res *vap.Result) (map[string]bool, error) {
 	enforced := map[string]bool{}
 	missing := map[string]bool{}
+	var errs []error
 	for i := range res.Policies {
 		want, wantBinding := &res.Policies[i], &res.Bindings[i]
 		rule := want.Labels[vap.RuleLabel]
-		var got admissionregistrationv1.ValidatingAdmissionPolicy
-		var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
-			return nil, fmt.Errorf("reading back %s: %w", want.Name, err)
+		got, err := s.readBack(ctx, want, &admissionregistrationv1.ValidatingAdmissionPolicy{})
+		if err != nil && !errors.Is(err, errRestore) {
+			return nil, err
 		}
-		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(wantBinding), &binding); err != nil {
-			return nil, fmt.Errorf("reading back binding %s: %w", wantBinding.Name, err)
+		errs = append(errs, err)
+		binding, err := s.readBack(ctx, wantBinding, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+		if err != nil && !errors.Is(err, errRestore) {
+			return nil, err
 		}
-		ok := len(got.Spec.Validations) == len(want.Spec.Validations) &&
-			binding.Spec.PolicyName == want.Name &&
-			slices.Equal(binding.Spec.ValidationActions, wantBinding.Spec.ValidationActions)
-		if ok {
+		errs = append(errs, err)
+		if got && binding {
 			enforced[rule] = true
 		} else {
 			missing[rule] = true
@@ -239,7 +253,92 @@ func (s *Syncer) observe(ctx context.Context, res *vap.Result) (map[string]bool,
 	for rule := range missing {
 		delete(enforced, rule)
 	}
-	return enforced, nil
+	return enforced, errors.Join(errs...)
+}
+
+// errRestore marks a generated object that differs from its render and
+// could not be restored.
+var errRestore = errors.New("restoring a generated object")
+
+// readBack reads want's object into got and reports whether it is as
+// rendered, restoring it first when it is not.
+func (s *Syncer) readBack(ctx context.Context, want, got client.Object) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+			return false, fmt.Errorf("reading back %s: %w", want.GetName(), err)
+		}
+		diff := Differs(want, got)
+		if diff == "" {
+			return true, nil
+		}
+		if attempt > 0 {
+			s.Log.Error(nil, "a generated object still differs from its render after being restored", "name", want.GetName(), "field", diff)
+			return false, nil
+		}
+		s.Log.Info("restoring a generated object changed outside dsguard", "kind", fmt.Sprintf("%T", got), "name", want.GetName(), "field", diff)
+		restore(want, got)
+		if err := s.Client.Update(ctx, got, client.FieldOwner(FieldManager)); err != nil {
+			return false, fmt.Errorf("%w %s (%s changed outside dsguard): %w", errRestore, want.GetName(), diff, err)
+		}
+	}
+}
+
+// Differs names the first part of got, a generated policy or binding as the
+// API server holds it, that is not as want renders it (its spec, or a label
+// or annotation dsguard sets); "" when none. Render spells out the API
+// server's defaults, so that a spec as rendered reads back equal.
+func Differs(want, got client.Object) string {
+	for k, v := range want.GetLabels() {
+		if got.GetLabels()[k] != v {
+			return "metadata.labels[" + k + "]"
+		}
+	}
+	for k, v := range want.GetAnnotations() {
+		if got.GetAnnotations()[k] != v {
+			return "metadata.annotations[" + k + "]"
+		}
+	}
+	switch w := want.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		g, ok := got.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+		if !ok {
+			return "kind"
+		}
+		if !equality.Semantic.DeepEqual(w.Spec, g.Spec) {
+			return "spec"
+		}
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		g, ok := got.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		if !ok {
+			return "kind"
+		}
+		if !equality.Semantic.DeepEqual(w.Spec, g.Spec) {
+			return "spec"
+		}
+	}
+	return ""
+}
+
+// restore gives got, as read, want's spec, labels and annotations, keeping
+// its version so that the update fails if it changed meanwhile.
+func restore(want, got client.Object) {
+	labels, annotations := got.GetLabels(), got.GetAnnotations()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(labels, want.GetLabels())
+	maps.Copy(annotations, want.GetAnnotations())
+	got.SetLabels(labels)
+	got.SetAnnotations(annotations)
+	switch w := want.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		got.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec = *w.Spec.DeepCopy()
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		got.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = *w.Spec.DeepCopy()
+	}
 }
 
 // inPlace is what the API server still enforces after a failed sync: the

@@ -201,3 +201,121 @@ func (f failApply) Apply(ctx context.Context, obj runtime.ApplyConfiguration, op
 	}
 	return f.Client.Apply(ctx, obj, opts...)
 }
+
+// TestSyncer_AChangedGeneratedObjectIsRestored: server-side apply leaves
+// what another writer added to a generated object, so each sync compares the
+// whole object with its render and restores it. A change the restore cannot
+// undo leaves the rule to the webhook.
+func TestSyncer_AChangedGeneratedObjectIsRestored(t *testing.T) {
+	const name = "dsguard-surge-host-port-deny"
+	tests := []struct {
+		name   string
+		tamper func(p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		// binding: the change is to the binding.
+		binding bool
+	}{
+		{"a match condition that never matches", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			p.Spec.MatchConditions = append(p.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: "tampered", Expression: "false"})
+		}, false},
+		{"an excluded resource", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			p.Spec.MatchConstraints.ExcludeResourceRules = p.Spec.MatchConstraints.ResourceRules
+		}, false},
+		{"a namespace selector that picks none", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			p.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"none": "none"}}
+		}, false},
+		{"the rule label removed", func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			delete(p.Labels, vap.RuleLabel)
+		}, false},
+		{"the binding narrowed", func(_ *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			b.Spec.MatchResources = &admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"none": "none"}}}
+		}, true},
+		{"the binding only audits", func(_ *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+			b.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+		}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "dsguard-system", Name: "dsguard-policy"},
+				Data: map[string]string{"policy.yaml": header}}
+			base := fake.NewClientBuilder().WithObjects(cm).Build()
+			var told []map[string]bool
+			s := &Syncer{Client: base, Reader: base, Cache: clientCache{c: base},
+				Namespace: "dsguard-system", Name: "dsguard-policy", Key: "policy.yaml",
+				Options: vap.Options{Namespace: "dsguard-system"}, Log: logr.Discard(),
+				Enforced: func(r map[string]bool) { told = append(told, r) }}
+			if err := s.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			read := func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+				var p admissionregistrationv1.ValidatingAdmissionPolicy
+				var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+				if err := base.Get(t.Context(), client.ObjectKey{Name: name}, &p); err != nil {
+					t.Fatal(err)
+				}
+				if err := base.Get(t.Context(), client.ObjectKey{Name: name}, &b); err != nil {
+					t.Fatal(err)
+				}
+				return &p, &b
+			}
+			rendered, renderedBinding := read()
+			p, b := read()
+			tc.tamper(p, b)
+			var changed client.Object = p
+			if tc.binding {
+				changed = b
+			}
+			if err := base.Update(t.Context(), changed); err != nil {
+				t.Fatal(err)
+			}
+			// The apply that would follow keeps the change (as server-side
+			// apply keeps fields another manager added).
+			s.Client = keepsApply{base}
+			if err := s.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			p, b = read()
+			if d := Differs(rendered, p); d != "" {
+				t.Errorf("the policy was not restored: %s differs", d)
+			}
+			if d := Differs(renderedBinding, b); d != "" {
+				t.Errorf("the binding was not restored: %s differs", d)
+			}
+			if len(told) != 2 || !told[1]["surge-host-port"] {
+				t.Errorf("enforced rules reported %v, want surge-host-port enforced once restored", told)
+			}
+
+			// A restore that the API server refuses: the rule goes back to
+			// the webhook.
+			p, b = read()
+			tc.tamper(p, b)
+			changed = p
+			if tc.binding {
+				changed = b
+			}
+			if err := base.Update(t.Context(), changed); err != nil {
+				t.Fatal(err)
+			}
+			s.Client = refusesUpdate{keepsApply{base}}
+			if err := s.Sync(t.Context()); err == nil {
+				t.Error("the restore was refused, the sync did not say so")
+			}
+			if len(told) != 3 || told[2]["surge-host-port"] || !told[2]["privileged"] {
+				t.Errorf("enforced rules reported %v, want surge-host-port left to the webhook", told)
+			}
+		})
+	}
+}
+
+// keepsApply applies nothing: what is stored stays.
+type keepsApply struct{ client.Client }
+
+func (keepsApply) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return nil
+}
+
+// refusesUpdate fails every update.
+type refusesUpdate struct{ client.Client }
+
+func (refusesUpdate) Update(context.Context, client.Object, ...client.UpdateOption) error {
+	return errors.New("the API server refused the update")
+}

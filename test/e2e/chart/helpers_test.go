@@ -3,11 +3,14 @@ package chart
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/dsguard/dsguard/test/e2e/framework"
 )
@@ -165,4 +168,19 @@ func waitEstablished(t *testing.T, name string) {
 	if err := framework.WaitEstablished(t.Context(), cluster.Kubectl, name, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// servingCertDir is a new directory holding a self-signed serving
+// certificate for 127.0.0.1 (tls.crt, tls.key), for a dsguard started on
+// this machine; it returns the certificate too, for a caBundle.
+func servingCertDir(t *testing.T) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "tls.crt"), string(certPEM))
+	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
+	return dir, certPEM
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
-	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/dsguard/dsguard/audit"
 	"github.com/dsguard/dsguard/test/e2e/framework"
@@ -153,13 +152,7 @@ func TestServiceAccount_CanDoWhatDsguardNeedsAndNothingMore(t *testing.T) {
 	withoutSuiteWebhook(t)
 	mustKubectl(t, "", "create", "namespace", rbacNamespace)
 
-	dir := t.TempDir()
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "tls.crt"), string(certPEM))
-	writeFile(t, filepath.Join(dir, "tls.key"), string(keyPEM))
+	dir, certPEM := servingCertDir(t)
 	webhookPort, healthPort, metricsPort := freePort(t), freePort(t), freePort(t)
 
 	h := helms()[1]
