@@ -117,6 +117,10 @@ func TestVAPMode_ServiceAccountWritesOnlyItsOwnPolicies(t *testing.T) {
 		const policyCM = "dsguard-policy"
 		mustKubectl(t, "", "get", "configmap", policyCM, "-n", ns)
 		kubeconfig := impersonatingKubeconfigFor(t, dir, vapUser, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns})
+		// Registered before dsguard starts, so run after it stopped: the
+		// generated policies deny DaemonSets in every namespace, and a sync
+		// still running would apply them again.
+		cluster.DeleteOnCleanup(t, "validatingadmissionpolicybinding,validatingadmissionpolicy", "-l", "app.kubernetes.io/managed-by=dsguard")
 		webhookPort, healthPort := freePort(t), freePort(t)
 		p, _ := cluster.StartDsguardFor(t, vapUser, healthPort, "serve", "--kubeconfig", kubeconfig, "--namespace", ns, "--mode", "vap",
 			"--policy-configmap", policyCM, "--host", "127.0.0.1", "--port", strconv.Itoa(webhookPort), "--cert-dir", dir,
@@ -126,9 +130,6 @@ func TestVAPMode_ServiceAccountWritesOnlyItsOwnPolicies(t *testing.T) {
 		eventually(t, 60*time.Second, func() bool {
 			return strings.Contains(p.Log(), "generated ValidatingAdmissionPolicies applied")
 		}, func() string { return "dsguard applying its generated policies as " + vapUser + "; log:\n" + p.Log() })
-		t.Cleanup(func() {
-			kubectl(t, "", "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "-l", "app.kubernetes.io/managed-by=dsguard", "--ignore-not-found")
-		})
 		generated := strings.Fields(mustKubectl(t, "", "get", "validatingadmissionpolicies", "-l", "app.kubernetes.io/managed-by=dsguard", "-o", "name"))
 		if !slices.Contains(generated, "validatingadmissionpolicy.admissionregistration.k8s.io/"+gate) || len(generated) < 5 {
 			t.Fatalf("generated policies %v; want the exemption gate and the default policy's rules", generated)
