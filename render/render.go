@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -67,19 +68,21 @@ func (Renderer) Enclosing(file string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	rel := filepath.Dir(file)
-	root, found := "", false
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+	// Counted in levels above the file's directory, to answer in file's
+	// terms (relative when file is).
+	up, levels := -1, 0
+	for dir := filepath.Dir(abs); ; dir, levels = filepath.Dir(dir), levels+1 {
 		if exists(filepath.Join(dir, "Chart.yaml")) {
-			root, found = rel, true
+			up = levels
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
+		if filepath.Dir(dir) == dir {
 			break
 		}
-		rel = filepath.Join(rel, "..")
 	}
-	return filepath.Clean(root), found
+	if up < 0 {
+		return "", false
+	}
+	return filepath.Join(filepath.Dir(file), strings.Repeat("../", up)), true
 }
 
 func exists(p string) bool {

@@ -2,6 +2,8 @@ package render
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -44,5 +46,40 @@ func TestRenderer_Detects(t *testing.T) {
 		if err != nil || by != tt.by || ok != tt.ok {
 			t.Errorf("Render(%s) = %q, %v, %v; want %q, %v", tt.dir, by, ok, err, tt.by, tt.ok)
 		}
+	}
+}
+
+// TestEnclosing: a file of a chart, a subchart's included, belongs to the
+// outermost chart, named in the file's own terms; other files belong to none.
+func TestEnclosing(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"agent/Chart.yaml", "agent/values.yaml", "agent/templates/ds.yaml",
+		"agent/charts/sub/Chart.yaml", "agent/charts/sub/templates/b.yaml", "plain/ds.yaml"} {
+		p := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(root)
+	tests := []struct{ file, want string }{
+		{"agent/templates/ds.yaml", "agent"},
+		{"agent/values.yaml", "agent"},
+		{"agent/Chart.yaml", "agent"},
+		{"agent/charts/sub/templates/b.yaml", "agent"},
+		{filepath.Join(root, "agent/templates/ds.yaml"), filepath.Join(root, "agent")},
+		{"plain/ds.yaml", ""},
+	}
+	for _, tt := range tests {
+		got, ok := Renderer{}.Enclosing(tt.file)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("Enclosing(%s) = %q, %v; want %q", tt.file, got, ok, tt.want)
+		}
+	}
+	t.Chdir(filepath.Join(root, "agent", "templates"))
+	if got, _ := (Renderer{}).Enclosing("ds.yaml"); got != ".." {
+		t.Errorf("Enclosing(ds.yaml) in the templates folder = %q, want ..", got)
 	}
 }

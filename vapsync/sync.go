@@ -267,7 +267,7 @@ func (s *Syncer) readBack(ctx context.Context, want, got client.Object) (bool, e
 		if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 			return false, fmt.Errorf("reading back %s: %w", want.GetName(), err)
 		}
-		diff := Differs(want, got)
+		diff := differs(want, got)
 		if diff == "" {
 			return true, nil
 		}
@@ -276,18 +276,17 @@ func (s *Syncer) readBack(ctx context.Context, want, got client.Object) (bool, e
 			return false, nil
 		}
 		s.Log.Info("restoring a generated object changed outside dsguard", "kind", fmt.Sprintf("%T", got), "name", want.GetName(), "field", diff)
-		restore(want, got)
-		if err := s.Client.Update(ctx, got, client.FieldOwner(FieldManager)); err != nil {
+		if err := s.Client.Update(ctx, restored(want, got), client.FieldOwner(FieldManager)); err != nil {
 			return false, fmt.Errorf("%w %s (%s changed outside dsguard): %w", errRestore, want.GetName(), diff, err)
 		}
 	}
 }
 
-// Differs names the first part of got, a generated policy or binding as the
+// differs names the first part of got, a generated policy or binding as the
 // API server holds it, that is not as want renders it (its spec, or a label
 // or annotation dsguard sets); "" when none. Render spells out the API
 // server's defaults, so that a spec as rendered reads back equal.
-func Differs(want, got client.Object) string {
+func differs(want, got client.Object) string {
 	for k, v := range want.GetLabels() {
 		if got.GetLabels()[k] != v {
 			return "metadata.labels[" + k + "]"
@@ -298,47 +297,40 @@ func Differs(want, got client.Object) string {
 			return "metadata.annotations[" + k + "]"
 		}
 	}
-	switch w := want.(type) {
-	case *admissionregistrationv1.ValidatingAdmissionPolicy:
-		g, ok := got.(*admissionregistrationv1.ValidatingAdmissionPolicy)
-		if !ok {
-			return "kind"
-		}
-		if !equality.Semantic.DeepEqual(w.Spec, g.Spec) {
-			return "spec"
-		}
-	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-		g, ok := got.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
-		if !ok {
-			return "kind"
-		}
-		if !equality.Semantic.DeepEqual(w.Spec, g.Spec) {
-			return "spec"
-		}
+	if !equality.Semantic.DeepEqual(specOf(want), specOf(got)) {
+		return "spec"
 	}
 	return ""
 }
 
-// restore gives got, as read, want's spec, labels and annotations, keeping
-// its version so that the update fails if it changed meanwhile.
-func restore(want, got client.Object) {
-	labels, annotations := got.GetLabels(), got.GetAnnotations()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	maps.Copy(labels, want.GetLabels())
-	maps.Copy(annotations, want.GetAnnotations())
-	got.SetLabels(labels)
-	got.SetAnnotations(annotations)
-	switch w := want.(type) {
+// specOf is the spec of a generated policy or binding.
+func specOf(obj client.Object) any {
+	switch o := obj.(type) {
 	case *admissionregistrationv1.ValidatingAdmissionPolicy:
-		got.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec = *w.Spec.DeepCopy()
+		return &o.Spec
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-		got.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = *w.Spec.DeepCopy()
+		return &o.Spec
 	}
+	return obj
+}
+
+// restored is want at got's version, with the labels and annotations got
+// has besides dsguard's: the update that restores it fails if it changed
+// meanwhile, and keeps what others may add there.
+func restored(want, got client.Object) client.Object {
+	obj := want.DeepCopyObject().(client.Object)
+	obj.SetResourceVersion(got.GetResourceVersion())
+	merged := func(theirs, ours map[string]string) map[string]string {
+		out := maps.Clone(theirs)
+		if out == nil {
+			out = map[string]string{}
+		}
+		maps.Copy(out, ours)
+		return out
+	}
+	obj.SetLabels(merged(got.GetLabels(), want.GetLabels()))
+	obj.SetAnnotations(merged(got.GetAnnotations(), want.GetAnnotations()))
+	return obj
 }
 
 // inPlace is what the API server still enforces after a failed sync: the

@@ -274,10 +274,10 @@ func TestSyncer_AChangedGeneratedObjectIsRestored(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, b = read()
-			if d := Differs(rendered, p); d != "" {
+			if d := differs(rendered, p); d != "" {
 				t.Errorf("the policy was not restored: %s differs", d)
 			}
-			if d := Differs(renderedBinding, b); d != "" {
+			if d := differs(renderedBinding, b); d != "" {
 				t.Errorf("the binding was not restored: %s differs", d)
 			}
 			if len(told) != 2 || !told[1]["surge-host-port"] {
