@@ -45,9 +45,6 @@ func kubectl(t *testing.T, stdin string, args ...string) framework.Result {
 	return framework.Logged(t, cluster.Kubectl(t.Context(), stdin, args...))
 }
 
-// restoreChartPolicy applies the chart's policy ConfigMap (manifest) again
-// and waits until dsguard has loaded it, so that the next test meets that
-// policy, not the one this test left in force a moment longer.
 // chartPolicyManifest is the chart's policy ConfigMap, to restore after a
 // test changed the policy.
 func chartPolicyManifest(t *testing.T) string {
@@ -76,6 +73,9 @@ data:
 ` + "    " + strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n    ") + "\n"
 }
 
+// restoreChartPolicy applies the chart's policy ConfigMap (manifest) again
+// and waits until dsguard has loaded it, so that the next test meets that
+// policy, not the one this test left in force a moment longer.
 func restoreChartPolicy(t *testing.T, manifest string) {
 	t.Helper()
 	before, err := framework.SumMetric(scrape(t), "dsguard_policy_generation")
