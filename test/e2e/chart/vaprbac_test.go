@@ -140,13 +140,15 @@ func TestVAPMode_ServiceAccountWritesOnlyItsOwnPolicies(t *testing.T) {
 			}
 		}
 
-		mustKubectl(t, "", "patch", "validatingadmissionpolicy", gate, "--type=merge",
-			"-p", `{"spec":{"matchConditions":[{"name":"tampered","expression":"false"}]}}`)
-		conditions := func() string {
-			return kubectl(t, "", "get", "validatingadmissionpolicy", gate, "-o", "jsonpath={.spec.matchConditions[*].name}").Stdout
+		// The patch's answer is the object as stored; read afterwards, a
+		// sync still running from dsguard's start may have restored it.
+		const conditionsPath = "jsonpath={.spec.matchConditions[*].name}"
+		if stored := mustKubectl(t, "", "patch", "validatingadmissionpolicy", gate, "--type=merge",
+			"-p", `{"spec":{"matchConditions":[{"name":"tampered","expression":"false"}]}}`, "-o", conditionsPath); !strings.Contains(stored, "tampered") {
+			t.Fatalf("the patch did not take: match conditions %q", stored)
 		}
-		if !strings.Contains(conditions(), "tampered") {
-			t.Fatalf("the patch did not take: match conditions %q", conditions())
+		conditions := func() string {
+			return kubectl(t, "", "get", "validatingadmissionpolicy", gate, "-o", conditionsPath).Stdout
 		}
 		// A change of the policy ConfigMap starts a sync at once (else the
 		// next runs within 10 minutes).
